@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Bring $KTREE to "pristine base + patches/series", applied with git am.
+# Does nothing when the tree already holds exactly this series, so that
+# unchanged files keep their timestamps and builds stay incremental.
+#
+# usage: apply-series.sh [TREE]   (default: the build tree $KTREE)
+. "$(dirname "$0")/lib.sh"
+
+tree=${1:-$KTREE}
+"$REPO/scripts/get-source.sh"
+if [ "$tree" != "$KTREE" ] && [ ! -e "$tree/.git" ]; then
+	mkdir -p "$(dirname "$tree")"
+	git -C "$KTREE" worktree prune
+	git -C "$KTREE" worktree add -q --detach "$tree" base
+fi
+
+want=$(series_hash)
+have=$(git -C "$tree" config --get sched-steal.series-hash || true)
+if [ "$want" = "$have" ] && [ -z "$(git -C "$tree" status --porcelain --untracked-files=no)" ]; then
+	log "$tree already has the series applied ($(series_files | wc -l) patches)"
+	exit 0
+fi
+
+cd "$tree"
+git am --abort >/dev/null 2>&1 || true
+branch=series
+[ "$tree" = "$KTREE" ] || branch=dev
+git checkout -q -f -B "$branch" base
+n=0
+while IFS= read -r patch; do
+	n=$((n + 1))
+	if ! git am -q --keep-cr "$patch" >/dev/null 2>&1; then
+		git am --abort >/dev/null 2>&1 || true
+		git config --unset sched-steal.series-hash || true
+		die "patch $n (${patch##*/}) does not apply to base $(git log -1 --format=%s base)"
+	fi
+done < <(series_files)
+git config sched-steal.series-hash "$want"
+log "applied $n patches on $(git log -1 --format=%s base) in $tree"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Install Debian's linux-source-6.12 at the pinned version (BASE_VERSION)
+# and turn it into a git tree whose first commit is the pristine base.
+#
+# If the pinned version has left the archive, fall back to the newest 6.12
+# package with a loud warning; apply-series.sh then tells whether the
+# series still applies.
+. "$(dirname "$0")/lib.sh"
+
+installed_version() {
+	dpkg-query -W -f '${Status} ${Version}\n' "$SRC_PKG" 2>/dev/null |
+		awk '$3 == "installed" { print $4 }'
+}
+
+ensure_package() {
+	local have
+	have=$(installed_version)
+	[ "$have" = "$BASE_VERSION" ] && return 0
+	if apt-cache madison "$SRC_PKG" 2>/dev/null | awk '{ print $3 }' | grep -qxF "$BASE_VERSION" ||
+		{ as_root apt-get update -qq && apt-cache madison "$SRC_PKG" | awk '{ print $3 }' | grep -qxF "$BASE_VERSION"; }; then
+		log "installing $SRC_PKG=$BASE_VERSION"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			--allow-downgrades "$SRC_PKG=$BASE_VERSION" >&2
+		return 0
+	fi
+	warn "$SRC_PKG $BASE_VERSION is no longer in the archive; falling back to the newest 6.12 package"
+	warn "results are NOT comparable with those recorded for $BASE_VERSION; update BASE_VERSION once the series is checked"
+	if [ -z "$have" ]; then
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$SRC_PKG" >&2
+	fi
+}
+
+tree_version() {
+	git -C "$KTREE" log -1 --format=%s base 2>/dev/null | sed -n 's/^base: .* \([^ ]*\)$/\1/p'
+}
+
+main() {
+	ensure_package
+	local ver tarball tmp
+	ver=$(installed_version)
+	[ -n "$ver" ] || die "$SRC_PKG is not installed"
+	if [ "$(tree_version)" = "$ver" ]; then
+		log "kernel tree $KTREE is at $SRC_PKG $ver"
+		return 0
+	fi
+	tarball=/usr/src/$SRC_PKG.tar.xz
+	[ -r "$tarball" ] || die "$tarball not found (is $SRC_PKG installed?)"
+	log "extracting $tarball (about a minute)"
+	mkdir -p "$CACHE"
+	tmp=$(mktemp -d "$CACHE/extract.XXXXXX")
+	tar -C "$tmp" -xf "$tarball"
+	rm -rf "$KTREE"
+	mv "$tmp/$SRC_PKG" "$KTREE"
+	rmdir "$tmp"
+	log "creating the pristine base commit"
+	(
+		cd "$KTREE"
+		git init -q -b series
+		git config user.name "sched-steal base"
+		git config user.email "base@sched-steal.invalid"
+		git config core.abbrev 12
+		git add -A -f
+		# A fixed date makes the base commit id the same on every machine.
+		GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
+			git commit -q -m "base: $SRC_PKG $ver"
+		git tag -f base >/dev/null
+	)
+	log "kernel tree ready: $KTREE (base $(git -C "$KTREE" rev-parse --short base))"
+}
+
+main "$@"

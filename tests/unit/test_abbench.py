@@ -1,0 +1,492 @@
+"""Tests for schedsteal.abbench: settings, the run loop, the report and plot.
+
+The schedstat module is replaced by a stub (``fake_schedstat``) except in
+the one integration test that uses the real one with its fixtures.
+"""
+
+import errno
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from schedsteal import abbench
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RESULTS = FIXTURES / "abbench" / "results.json"
+MOD = "schedsteal.schedstat"
+
+
+def make_fake_schedstat():
+    m = types.ModuleType(MOD)
+    m.calls = []
+
+    def snapshot(schedstat_path="/proc/schedstat", stat_path="/proc/stat"):
+        m.calls.append((schedstat_path, stat_path))
+        return {"time": float(len(m.calls)), "schedstat": Path(schedstat_path).read_text(),
+                "stat": Path(stat_path).read_text()}
+
+    def make_recording(before, after, cmd, exit_code):
+        return {"before": before, "after": after, "cmd": list(cmd), "exit_code": exit_code}
+
+    def compute_report(rec):
+        if "fake_summary" in rec:
+            return {"summary": rec["fake_summary"]}
+        return {"summary": {"time": rec["after"]["time"] - rec["before"]["time"],
+                            "busy_pct": None, "sched": 10.0}}
+
+    m.snapshot, m.make_recording, m.compute_report = snapshot, make_recording, compute_report
+    return m
+
+
+@pytest.fixture
+def fake_schedstat(monkeypatch):
+    fake = make_fake_schedstat()
+    monkeypatch.setitem(sys.modules, MOD, fake)
+    return fake
+
+
+@pytest.fixture
+def guest(tmp_path):
+    """Fake features file, /proc/sys tree and schedstat files."""
+    g = types.SimpleNamespace(root=tmp_path)
+    g.features = tmp_path / "features"
+    g.features.write_text("GENTLE_FAIR_SLEEPERS NO_STEAL TTWU_QUEUE NO_NEXT_BUDDY\n")
+    g.proc_sys = tmp_path / "sys"
+    (g.proc_sys / "kernel").mkdir(parents=True)
+    (g.proc_sys / "kernel" / "sched_foo").write_text("0\n")
+    (g.proc_sys / "kernel" / "sched_schedstats").write_text("0\n")
+    g.schedstat = tmp_path / "schedstat"
+    g.schedstat.write_text("version 16\ntimestamp 1\ncpu0 0 0 1 2 3 4 5 6 7\n")
+    g.stat = tmp_path / "stat"
+    g.stat.write_text("cpu  1 2 3 4 5 6 7 8 9 10\n")
+    g.log = tmp_path / "log"
+    g.out = tmp_path / "out.json"
+    g.args = ["--features-path", str(g.features), "--proc-sys", str(g.proc_sys),
+              "--schedstat-path", str(g.schedstat), "--stat-path", str(g.stat),
+              "--out", str(g.out)]
+    return g
+
+
+def cli(capsys, *argv):
+    try:
+        rc = abbench.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse errors
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return rc, out, err
+
+
+def log_lines(g):
+    return g.log.read_text().split() if g.log.exists() else []
+
+
+# --- settings ----------------------------------------------------------------
+
+def test_parse_setting():
+    s = abbench.parse_setting("feat:NO_STEAL,TTWU_QUEUE")
+    assert (s.kind, s.items) == ("feat", ("NO_STEAL", "TTWU_QUEUE"))
+    s = abbench.parse_setting("sysctl:kernel.sched_foo=1, kernel.bar=0-3,5")
+    assert s.items == (("kernel.sched_foo", "1"), ("kernel.bar", "0-3,5"))
+    assert abbench.parse_setting("sh:echo a, b").items == ("echo a, b",)
+    assert abbench.parse_setting("none").kind == "none"
+
+
+@pytest.mark.parametrize("spec", ["bogus", "feat:", "feat:STEAL,", "feat:BAD-NAME",
+                                  "sysctl:noequals", "sysctl:../etc/x=1", "sh:  ",
+                                  "none:x", "NO_STEAL", ""])
+def test_parse_setting_errors(spec):
+    with pytest.raises(abbench.AbbenchError, match="bad setting"):
+        abbench.parse_setting(spec)
+
+
+def test_applier(guest):
+    ap = abbench.Applier(str(guest.features), str(guest.proc_sys))
+    assert {"STEAL", "TTWU_QUEUE", "NEXT_BUDDY"} <= ap.known_features()
+    ap.check(abbench.parse_setting("feat:STEAL,NO_TTWU_QUEUE"))
+    with pytest.raises(abbench.SettingError, match="unknown scheduler feature 'NO_STEEL'"):
+        ap.check(abbench.parse_setting("feat:NO_STEEL"))
+    with pytest.raises(abbench.SettingError, match="unknown sysctl 'kernel.nope'"):
+        ap.check(abbench.parse_setting("sysctl:kernel.nope=1"))
+    ap.apply(abbench.parse_setting("sysctl:kernel.sched_foo=5"))
+    assert (guest.proc_sys / "kernel" / "sched_foo").read_text() == "5\n"
+    ap.apply(abbench.parse_setting("feat:STEAL"))
+    assert guest.features.read_text() == "STEAL"
+    with pytest.raises(abbench.SettingError, match="exited with status 3"):
+        ap.apply(abbench.parse_setting("sh:exit 3"))
+    missing = abbench.Applier(str(guest.root / "nofeatures"), str(guest.proc_sys))
+    with pytest.raises(abbench.SettingError, match="cannot read"):
+        missing.check(abbench.parse_setting("feat:STEAL"))
+
+
+def test_applier_einval(guest, monkeypatch):
+    def write(fd, data):
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+    monkeypatch.setattr(abbench.os, "write", write)
+    ap = abbench.Applier(str(guest.features), str(guest.proc_sys))
+    with pytest.raises(abbench.SettingError, match="Invalid argument.*unknown name"):
+        ap.apply(abbench.parse_setting("feat:STEAL"))
+
+
+def test_parse_params():
+    assert abbench.parse_params(["1,2", " 4 "]) == [1, 2, 4]
+    for bad in (["1,x"], ["-1"], ["1.5"], [","]):
+        with pytest.raises(abbench.AbbenchError, match="--param"):
+            abbench.parse_params(bad)
+
+
+# --- run: errors before anything runs --------------------------------------
+
+CUSTOM = ["--workload-cmd", "echo Time: {param}.5", "--metric-regex", r"Time: ([0-9.]+)",
+          "--lower-is-better", "--unit", "s"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--a", "bogus", "--b", "none"], "bad setting 'bogus'"),
+    (["--a", "sh:echo A >> LOG", "--b", "feat:NO_STEEL"], "unknown scheduler feature"),
+    (["--a", "sh:echo A >> LOG", "--b", "sysctl:kernel.nope=1"], "unknown sysctl"),
+    (["--a", "none", "--b", "sh:echo B >> LOG; exit 4"], "exited with status 4"),
+    (["--a", "none", "--b", "none", "--runs", "0"], "--runs"),
+    (["--a", "none", "--b", "none", "--param", "1,a"], "--param"),
+    (["--a", "none", "--b", "none", "--loops", "0"], "--loops must be at least 1"),
+])
+def test_run_setting_errors(capsys, guest, fake_schedstat, extra, message):
+    extra = [e.replace("LOG", str(guest.log)) for e in extra]
+    rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", *guest.args, *extra)
+    assert rc == 2
+    assert err.startswith("abbench: error: ") and message in err
+    assert not guest.out.exists()
+    assert "A" not in log_lines(guest)  # A is applied only after every check passed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--a", "none", "--b", "none", "--param", "1"], "--out"),
+    (["run", "--a", "none", "--b", "none", "--param", "1", "--out", "x",
+      "--workload", "nope"], "invalid choice"),
+    (["run", "--a", "none", "--b", "none", "--param", "1", "--out", "x",
+      "--workload-cmd", "true"], "--metric-regex"),
+    (["run", "--a", "none", "--b", "none", "--param", "1", "--out", "x",
+      "--workload-cmd", "true", "--metric-regex", "x"], "--lower-is-better"),
+    (["run", "--a", "none", "--b", "none", "--param", "1", "--out", "x",
+      "--workload", "hackbench-process-pipe", "--metric-regex", "x"], "--workload-cmd"),
+    (["run", "--a", "none", "--b", "none", "--param", "1", "--out", "x",
+      "--workload-cmd", "true", "--metric-regex", "(", "--higher-is-better"],
+     "bad --metric-regex"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_run_usage_errors(capsys, fake_schedstat, argv, message):
+    rc, _out, err = cli(capsys, *argv)
+    assert rc == 2
+    assert "abbench: error: " in err and message in err
+
+
+def test_run_schedstat_unreadable(capsys, guest, fake_schedstat):
+    guest.schedstat.unlink()
+    rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", *guest.args,
+                       "--a", "none", "--b", "none")
+    assert rc == 2 and "cannot read schedstat" in err and "--no-schedstat" in err
+
+
+def test_run_workload_unavailable(capsys, guest, fake_schedstat):
+    rc, _out, err = cli(capsys, "run", "--workload", "hackbench-process-pipe",
+                       "--binary", guest.root / "no-hackbench", "--param", "1",
+                       *guest.args, "--a", "none", "--b", "none")
+    assert rc == 2 and "cannot run" in err and "not found" in err
+
+
+# --- run: end to end -------------------------------------------------------
+
+def test_run_alternates(capsys, guest, fake_schedstat):
+    log = guest.log
+    rc, out, err = cli(
+        capsys, "run", "--a", f"sh:echo A >> {log}", "--b", f"sh:echo B >> {log}",
+        "--a-name", "base", "--b-name", "steal",
+        "--workload-cmd", f'echo "W{{param}}:$SCHEDSTEAL_PARAM" >> {log}; echo Time: {{param}}.5',
+        "--metric-regex", r"Time: ([0-9.]+)", "--lower-is-better", "--unit", "s",
+        "--name", "echo-bench", "--param", "1,2", "--runs", "2", *guest.args)
+    assert rc == 0, err
+    per_param = lambda p: ["A", f"W{p}:{p}", "B", f"W{p}:{p}"] * 3
+    assert log_lines(guest) == ["A", "B"] + per_param(1) + per_param(2)
+
+    doc = json.loads(guest.out.read_text())
+    assert doc["format"] == "schedsteal-abbench" and doc["format_version"] == 1
+    assert doc["complete"] is True and doc["failures"] == 0
+    assert doc["workload"] == "echo-bench" and doc["unit"] == "s"
+    assert doc["higher_is_better"] is False
+    assert doc["settings"] == {"A": {"name": "base", "spec": f"sh:echo A >> {log}"},
+                               "B": {"name": "steal", "spec": f"sh:echo B >> {log}"}}
+    assert doc["params"] == [1, 2]
+    assert [(r["param"], r["setting"], r["index"]) for r in doc["runs"]] == [
+        (p, s, i) for p in (1, 2) for i in (0, 1) for s in "AB"]
+    assert [r["value"] for r in doc["runs"]] == [1.5] * 4 + [2.5] * 4
+    assert all(r["exit_code"] == 0 and "error" not in r for r in doc["runs"])
+    rec = doc["runs"][0]["recording"]
+    assert rec["cmd"][:2] == ["/bin/sh", "-c"] and rec["exit_code"] == 0
+    assert rec["before"]["schedstat"] == guest.schedstat.read_text()
+    assert rec["after"]["stat"] == guest.stat.read_text()
+    assert set(fake_schedstat.calls) == {(str(guest.schedstat), str(guest.stat))}
+    assert len(doc["warmup"]) == 4 and "recording" not in doc["warmup"][0]
+    assert doc["host"]["ncpus"] == os.cpu_count() and doc["host"]["uname"]
+    assert (guest.proc_sys / "kernel" / "sched_schedstats").read_text() == "1\n"
+
+    assert "[1/8] echo-bench p=1 A(base) run 1/2: 1.5 s" in err
+    assert "[8/8] echo-bench p=2 B(steal) run 2/2: 2.5 s" in err
+    assert "[warmup] echo-bench p=2 B(steal) warmup 1/1: 2.5 s" in err
+
+    rc, out, err = cli(capsys, "report", guest.out)
+    assert rc == 0
+    assert "Amean    p=1" in out and "not significant" in out
+    assert "schedstat" in out
+
+
+def test_run_features_and_sysctl(capsys, guest, fake_schedstat, monkeypatch):
+    writes = []
+    original = abbench.Applier._write
+
+    def spy(path, text, what):
+        writes.append((Path(path).name, text))
+        original(path, text, what)
+    monkeypatch.setattr(abbench.Applier, "_write", staticmethod(spy))
+    rc, _out, err = cli(capsys, "run", "--a", "feat:NO_STEAL,TTWU_QUEUE",
+                       "--b", "sysctl:kernel.sched_foo=7", *CUSTOM, "--param", "3",
+                       "--runs", "1", "--warmup", "0", *guest.args)
+    assert rc == 0, err
+    a = [("features", "NO_STEAL"), ("features", "TTWU_QUEUE")]
+    b = [("sched_foo", "7\n")]
+    assert [w for w in writes if w[0] != "sched_schedstats"] == a + b + a + b
+    doc = json.loads(guest.out.read_text())
+    assert doc["settings"]["A"]["name"] == "feat:NO_STEAL,TTWU_QUEUE"
+    assert [r["value"] for r in doc["runs"]] == [3.5, 3.5] and doc["warmup"] == []
+
+
+def test_run_registered_workload(capsys, guest, fake_schedstat):
+    fake = guest.root / "hackbench"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {guest.log}\necho "Time: 0.25"\n')
+    fake.chmod(0o755)
+    rc, _out, err = cli(capsys, "run", "--workload", "hackbench-thread-pipe",
+                       "--binary", fake, "--loops", "77", "--param", "4",
+                       "--runs", "1", "--warmup", "0", "--a", "none", "--b", "none",
+                       *guest.args)
+    assert rc == 0, err
+    assert guest.log.read_text().splitlines() == ["-T -p -g 4 -l 77"] * 2
+    doc = json.loads(guest.out.read_text())
+    assert doc["workload"] == "hackbench-thread-pipe" and doc["param_key"] == "g"
+    assert doc["options"]["loops"] == 77
+    assert "[1/2] hackbench-thread-pipe g=4 A(none) run 1/1: 0.25 s" in err
+
+
+def test_run_failures_keep_going(capsys, guest, fake_schedstat):
+    mode = guest.root / "mode"
+    cmd = (f'if [ "$(cat {mode})" = B ]; then echo broken; exit 3; fi; '
+           f'if [ "$(cat {mode})" = C ]; then echo no metric; exit 0; fi; echo Time: 1.5')
+    rc, out, err = cli(capsys, "run", "--a", f"sh:echo A > {mode}",
+                       "--b", f"sh:echo B > {mode}", "--workload-cmd", cmd,
+                       "--metric-regex", r"Time: ([0-9.]+)", "--lower-is-better",
+                       "--param", "1", "--runs", "2", "--warmup", "0", *guest.args)
+    assert rc == 1
+    assert "B(sh:echo B" in err and "FAILED (exit status 3)" in err
+    assert "2 workload run(s) failed" in err
+    doc = json.loads(guest.out.read_text())
+    assert doc["complete"] is True and doc["failures"] == 2
+    a_runs = [r for r in doc["runs"] if r["setting"] == "A"]
+    b_runs = [r for r in doc["runs"] if r["setting"] == "B"]
+    assert [r["value"] for r in a_runs] == [1.5, 1.5]
+    assert all(r["value"] is None and r["exit_code"] == 3 and r["error"] == "exit status 3"
+               and "broken" in r["output_tail"] and r["recording"]["exit_code"] == 3
+               for r in b_runs)
+
+    rc, out, err = cli(capsys, "run", "--a", f"sh:echo A > {mode}",
+                       "--b", f"sh:echo C > {mode}", "--workload-cmd", cmd,
+                       "--metric-regex", r"Time: ([0-9.]+)", "--lower-is-better",
+                       "--param", "1", "--runs", "1", "--warmup", "0", *guest.args)
+    assert rc == 1
+    doc = json.loads(guest.out.read_text())
+    assert doc["runs"][1]["error"].startswith("parse error: metric regex")
+    assert doc["runs"][1]["exit_code"] == 0
+
+    rc, out, err = cli(capsys, "report", guest.out, "--json")
+    rep = json.loads(out)
+    assert rep["params"][0]["B"]["n"] == 0 and rep["params"][0]["B"]["failed"] == 1
+    assert rep["params"][0]["B"]["mean"] is None and rep["params"][0]["B"]["p_value"] is None
+
+
+def test_run_timeout(capsys, guest, fake_schedstat):
+    fifo = guest.root / "fifo"
+    os.mkfifo(fifo)   # opening it for reading blocks: no writer ever comes
+    rc, _out, _err = cli(capsys, "run", "--a", "none", "--b", "none",
+                       "--workload-cmd", f"cat {fifo}; echo Time: 1",
+                       "--metric-regex", r"Time: ([0-9.]+)", "--higher-is-better",
+                       "--param", "1", "--runs", "1", "--warmup", "0",
+                       "--timeout", "0.3", *guest.args)
+    assert rc == 1
+    doc = json.loads(guest.out.read_text())
+    assert [r["exit_code"] for r in doc["runs"]] == [124, 124]
+    assert doc["runs"][0]["error"] == "timed out after 0.3 s"
+
+
+def test_run_no_schedstat(capsys, guest, monkeypatch):
+    monkeypatch.setitem(sys.modules, MOD, None)   # importing it would fail
+    rc, _out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
+                       "--param", "1", "--runs", "1", "--warmup", "0",
+                       "--no-schedstat", *guest.args)
+    assert rc == 0, err
+    doc = json.loads(guest.out.read_text())
+    assert doc["schedstat"] is False and doc["runs"][0]["recording"] is None
+    assert (guest.proc_sys / "kernel" / "sched_schedstats").read_text() == "0\n"
+
+
+def test_run_with_real_schedstat(capsys, guest, monkeypatch):
+    """Integration with the real schedstat module and its fixtures."""
+    monkeypatch.delitem(sys.modules, MOD, raising=False)
+    try:
+        real = abbench._schedstat()
+    except ImportError:
+        pytest.skip("schedsteal.schedstat not available")
+    for name in ("snapshot", "make_recording", "compute_report"):
+        assert hasattr(real, name), f"schedstat.{name} missing: abbench calls it"
+    src = FIXTURES / "schedstat" / "schedstat_v16.txt"
+    stat = FIXTURES / "schedstat" / "proc_stat_sample.txt"
+    if not (src.exists() and stat.exists()):
+        pytest.skip("schedstat fixtures not available")
+    guest.schedstat.write_text(src.read_text())
+    guest.stat.write_text(stat.read_text())
+    rc, out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
+                       "--param", "1", "--runs", "2", "--warmup", "0", *guest.args)
+    assert rc == 0, err
+    rc, out, err = cli(capsys, "report", guest.out, "--json")
+    rep = json.loads(out)
+    means = rep["params"][0]["A"]["schedstat"]
+    assert means["n"] == 2 and means["sched"] == 0.0 and "time" in means
+    assert rep["notes"] == []
+
+
+# --- report ------------------------------------------------------------------
+
+def test_report_table(capsys, fake_schedstat):
+    rc, out, err = cli(capsys, "report", RESULTS)
+    assert rc == 0, err
+    lines = out.splitlines()
+    header = next(ln for ln in lines if "base" in ln and "steal" in ln)
+    assert header.index("base") < header.index("steal")
+
+    def row(prefix):
+        return next(ln for ln in lines if ln.startswith(prefix))
+    assert row("Amean    g=1").split() == ["Amean", "g=1", "1.0000", "(", "0.00%)",
+                                           "0.8000", "*", "20.00%*"]
+    assert "1.9800 (   1.00%)" in row("Amean    g=2")
+    assert "0.1440 (  -1.86%)" in row("Stddev   g=2")
+    assert "8.8388 ( -25.00%)" in row("CoeffVar g=1")
+    assert "0.7000 (  22.22%)" in row("Min      g=1")
+    assert "2.1500 (   2.27%)" in row("Max      g=2")
+    assert "lower is better" in lines[0]
+    sig = row("g=1 ").split()
+    assert sig[1:6] == ["5", "5", "0", "0", "0.0021"] and "significant)" in row("g=1 ")
+    assert row("g=1 ").endswith("B better (significant)")
+    assert row("g=2 ").split()[1:6] == ["6", "5", "0", "1", "0.8226"]
+    assert row("g=2 ").endswith("not significant")
+    assert "n/a" in row("g=4 ") and "not enough runs" in row("g=4 ")
+    assert row("grps").split() == ["grps", "setting", "time", "%busy", "slice", "sched",
+                                   "idle", "wake", "%find", "steal"]
+    assert row("1     base").split()[-2:] == ["-", "-"]
+    assert row("1     steal").split()[-2:] == ["1.5", "52.0"]
+    assert row("4     steal").split()[-1] == "60.0"
+    assert "95.0" in row("2     steal")
+
+
+def test_report_json(capsys, fake_schedstat):
+    rc, out, _err = cli(capsys, "report", RESULTS, "--json")
+    assert rc == 0
+    rep = json.loads(out)
+    assert rep["mean_kind"] == "Amean" and rep["workload"] == "hackbench-process-pipe"
+    g1, g2, g4 = rep["params"]
+    assert [p["param"] for p in rep["params"]] == [1, 2, 4]
+    assert g1["A"]["n"] == 5 and g1["A"]["mean"] == pytest.approx(1.0)
+    assert g1["A"]["pct_change"] == 0.0 and g1["A"]["p_value"] is None
+    assert g1["B"]["mean"] == pytest.approx(0.8)
+    assert g1["B"]["pct_change"] == pytest.approx(20.0)
+    assert g1["B"]["p_value"] == pytest.approx(0.0020773377, abs=1e-9)
+    assert g1["B"]["significant"] is True
+    assert g1["B"]["stddev"] == pytest.approx(0.0707106781)
+    assert g1["B"]["min"] == 0.7 and g1["B"]["max"] == 0.9
+    assert g2["B"]["n"] == 5 and g2["B"]["failed"] == 1
+    assert g2["B"]["p_value"] == pytest.approx(0.8225812057, abs=1e-9)
+    assert g2["B"]["significant"] is False and g2["verdict"] == "not significant"
+    assert g2["B"]["pct_change"] == pytest.approx(1.0)
+    assert g4["B"]["p_value"] is None and g4["B"]["significant"] is False
+    assert g4["A"]["ci95"] is None                   # NaN is not written
+    assert g1["B"]["schedstat"]["steal"] == pytest.approx(52.0)
+    assert g1["B"]["schedstat"]["find_pct"] == 1.5 and g1["B"]["schedstat"]["n"] == 5
+    assert "steal" not in g1["A"]["schedstat"]
+    assert g2["B"]["schedstat"]["n"] == 5            # the failed run is left out
+
+
+def test_report_higher_is_better(capsys, fake_schedstat, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc.update(higher_is_better=True, unit="bogo-ops/s", params=[1, 2])
+    doc["runs"] = [{"param": p, "setting": s, "index": i, "value": v, "exit_code": 0,
+                    "recording": None}
+                   for p, a, b in ((1, 100.0, 110.0), (2, 100.0, 90.0))
+                   for i in range(3) for s, v in (("A", a), ("B", b))]
+    path = tmp_path / "rate.json"
+    path.write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", path)
+    assert rc == 0
+    assert "higher is better" in out
+    hm1 = next(ln for ln in out.splitlines() if ln.startswith("Hmean    g=1"))
+    hm2 = next(ln for ln in out.splitlines() if ln.startswith("Hmean    g=2"))
+    assert hm1.endswith("110.0000 *  10.00%*")
+    assert hm2.endswith("90.0000 * -10.00%*")
+    assert "B worse (significant)" in out and "schedstat" not in out
+    rep = json.loads(cli(capsys, "report", path, "--json")[1])
+    assert rep["mean_kind"] == "Hmean" and rep["params"][0]["B"]["p_value"] == 0.0
+
+
+def test_report_schedstat_unavailable(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, MOD, None)
+    rc, out, _err = cli(capsys, "report", RESULTS)
+    assert rc == 0
+    assert "note: schedstat summaries unavailable" in out
+    assert "Amean    g=1" in out
+
+
+def test_report_plot(capsys, fake_schedstat, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "plot.png"
+    rc, out, err = cli(capsys, "report", RESULTS, "--plot", png)
+    assert rc == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Amean" in out
+
+
+def test_report_plot_without_matplotlib(capsys, fake_schedstat, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, _out, err = cli(capsys, "report", RESULTS, "--plot", tmp_path / "p.png")
+    assert rc == 2 and "abbench: error: --plot needs matplotlib" in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"),
+    ("{not json", "not JSON"),
+    ('{"format": "other"}', "not an abbench results file"),
+    ('{"format": "schedsteal-abbench", "format_version": 99}', "format_version"),
+    ('{"format": "schedsteal-abbench", "format_version": 1}', "missing"),
+])
+def test_report_bad_input(capsys, tmp_path, content, message):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    rc, _out, err = cli(capsys, "report", path)
+    assert rc == 2 and err.startswith("abbench: error: ") and message in err
+
+
+def test_module_entry_point():
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=str(Path(abbench.__file__).parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "schedsteal.abbench", "report",
+                           "/nonexistent.json"], capture_output=True, text=True,
+                          env=env, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("abbench: error: cannot read /nonexistent.json")
