@@ -2,10 +2,10 @@
 # The main job: build the series, boot it on a preset, run hackbench under
 # settings A and B alternately in one boot, print the comparison table.
 #
-# usage: demo.sh [PRESET]     environment: A, B, RUNS, GROUPS_LIST, LOOPS
+# usage: demo.sh [PRESET]     environment: A, B, RUNS, GROUPS_LIST, LOOPS, OUT
 # A and B default to NO_STEAL / STEAL when the kernel has the STEAL feature,
 # else to SIS_UTIL / NO_SIS_UTIL (a stock 6.12 idle-search switch).
-# Results (JSON, PNG, guest dmesg) go to out/demo-PRESET/.
+# Results (JSON, PNG, guest dmesg) go to OUT (default out/demo-PRESET/).
 . "$(dirname "$0")/lib.sh"
 
 preset=${1:-smp2}
@@ -16,7 +16,7 @@ py=$VENV/bin/python
 export PYTHONPATH=$REPO/tools
 
 kernel=$("$REPO/scripts/build-kernel.sh" test | tail -n 1)
-out=$REPO/out/demo-$preset
+out=${OUT:-$REPO/out/demo-$preset}
 rm -rf "$out"
 mkdir -p "$out"
 

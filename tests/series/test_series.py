@@ -1,0 +1,121 @@
+"""The patch series: applies to the pristine base, is checkpatch-clean,
+and round-trips through the developer workflow without noise.
+
+These tests use a scratch git worktree of the kernel tree in the cache
+directory, so they never disturb the build tree's timestamps.
+"""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("SCHED_STEAL_CACHE", Path.home() / ".cache" / "sched-steal"))
+SCRATCH = CACHE / "test-tree" / "linux"
+
+
+def sh(*cmd, cwd=REPO, check=True):
+    p = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True)
+    if check and p.returncode:
+        raise AssertionError(f"{cmd} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def series():
+    names = []
+    for line in (REPO / "patches" / "series").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+def copy_repo(tmp_path):
+    """A copy of the scripts and patches that tests may break freely."""
+    dst = tmp_path / "repo"
+    for d in ("scripts", "patches"):
+        shutil.copytree(REPO / d, dst / d)
+    shutil.copy(REPO / "BASE_VERSION", dst)
+    return dst
+
+
+def test_every_listed_patch_exists_and_every_patch_is_listed():
+    listed = series()
+    on_disk = sorted(p.name for p in (REPO / "patches").glob("*.patch"))
+    assert sorted(listed) == on_disk
+    assert len(set(listed)) == len(listed)
+
+
+def test_series_applies_to_pristine_base():
+    sh(str(REPO / "scripts" / "apply-series.sh"), str(SCRATCH))
+    base = sh("git", "rev-parse", "base", cwd=SCRATCH).stdout.strip()
+    log = sh("git", "log", "--format=%s", f"{base}..HEAD", cwd=SCRATCH).stdout.split("\n")
+    subjects = [s for s in log if s]
+    assert len(subjects) == len(series())
+    assert sh("git", "status", "--porcelain", "--untracked-files=no", cwd=SCRATCH).stdout == ""
+
+
+def test_each_patch_is_one_commit_with_a_message():
+    # A commit message body says why; a subject alone is not enough.
+    sh(str(REPO / "scripts" / "apply-series.sh"), str(SCRATCH))
+    revs = sh("git", "rev-list", "--reverse", "base..HEAD", cwd=SCRATCH).stdout.split()
+    for rev in revs:
+        body = sh("git", "log", "-1", "--format=%b", rev, cwd=SCRATCH).stdout
+        subject = sh("git", "log", "-1", "--format=%s", rev, cwd=SCRATCH).stdout.strip()
+        assert "Signed-off-by:" in body, subject
+        text = body.split("Signed-off-by:")[0].strip()
+        assert len(text.split()) >= 15, f"{subject}: commit message too short"
+
+
+def test_checkpatch_strict_is_clean():
+    p = sh(str(REPO / "scripts" / "checkpatch.sh"), check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_export_round_trip_has_no_noise(tmp_path):
+    repo = copy_repo(tmp_path)
+    sh(str(REPO / "scripts" / "apply-series.sh"), str(SCRATCH))
+    sh(str(repo / "scripts" / "export-patches.sh"), str(SCRATCH))
+    diff = sh("diff", "-r", str(REPO / "patches"), str(repo / "patches"), check=False)
+    assert diff.returncode == 0, diff.stdout
+
+
+def test_missing_patch_is_an_error_not_a_skip(tmp_path):
+    repo = copy_repo(tmp_path)
+    with open(repo / "patches" / "series", "a") as f:
+        f.write("9999-sched-does-not-exist.patch\n")
+    p = sh(str(repo / "scripts" / "apply-series.sh"), str(SCRATCH), check=False)
+    assert p.returncode != 0
+    assert "9999-sched-does-not-exist.patch" in p.stderr and "missing" in p.stderr
+
+
+def test_patch_that_does_not_apply_fails_clearly(tmp_path):
+    repo = copy_repo(tmp_path)
+    bad = repo / "patches" / "9999-bogus.patch"
+    bad.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Test <test@example.com>\nDate: Sat, 1 Jan 2000 00:00:00 +0000\n"
+        "Subject: [PATCH] bogus\n\nContext that is not in the base.\n\n"
+        "Signed-off-by: Test <test@example.com>\n---\n"
+        "diff --git a/Makefile b/Makefile\n--- a/Makefile\n+++ b/Makefile\n"
+        "@@ -1,3 +1,3 @@\n no such line\n-in the kernel\n+Makefile at all\n context\n")
+    with open(repo / "patches" / "series", "a") as f:
+        f.write("9999-bogus.patch\n")
+    p = sh(str(repo / "scripts" / "apply-series.sh"), str(SCRATCH), check=False)
+    assert p.returncode != 0
+    assert "does not apply" in p.stderr and "9999-bogus.patch" in p.stderr
+    # The scratch tree is left clean, not half-applied.
+    ra = sh("git", "rev-parse", "--git-path", "rebase-apply", cwd=SCRATCH).stdout.strip()
+    assert not (SCRATCH / ra).exists()
+    assert sh("git", "status", "--porcelain", "--untracked-files=no", cwd=SCRATCH).stdout == ""
+
+
+@pytest.mark.parametrize("frag", ["test.config", "debug.config"])
+def test_config_fragments_are_well_formed(frag):
+    for n, line in enumerate((REPO / "configs" / frag).read_text().splitlines(), 1):
+        ok = (not line.strip() or line.startswith("## ") or line.startswith("# CONFIG_")
+              and line.endswith(" is not set") or line.startswith("CONFIG_") and "=" in line
+              or line.startswith("# "))
+        assert ok, f"{frag}:{n}: {line!r}"

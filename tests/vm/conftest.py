@@ -1,0 +1,43 @@
+"""Shared fixtures for tests that boot a guest.
+
+The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG
+(set by `make test`), or is built on first use.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from schedsteal import vm
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _kernel(config):
+    env = f"SCHEDSTEAL_KERNEL_{config.upper()}"
+    if os.environ.get(env):
+        return os.environ[env]
+    out = subprocess.run([str(REPO / "scripts" / "build-kernel.sh"), config],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    os.environ[env] = out.strip().splitlines()[-1]
+    return os.environ[env]
+
+
+@pytest.fixture(scope="session")
+def test_kernel():
+    return _kernel("test")
+
+
+@pytest.fixture(scope="session")
+def debug_kernel():
+    return _kernel("debug")
+
+
+def boot(kernel, preset, cmd, timeout=900, append=None):
+    """Run cmd in a guest; fail with the guest's output on any problem."""
+    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
+    assert not res.timed_out, f"guest timed out:\n{res.output[-4000:]}"
+    assert not res.splats, "kernel log has splats:\n" + vm.splat_context(res.dmesg, res.splats)
+    assert res.dmesg, "no kernel log came back from the guest"
+    return res

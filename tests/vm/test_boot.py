@@ -1,0 +1,54 @@
+"""Boot the test kernel on every preset: the guest must see the preset's
+topology (sysfs and schedstat domain lines) and run hackbench; a planted
+WARNING must fail a run."""
+import json
+
+import pytest
+
+from schedsteal import vm
+
+from conftest import boot
+
+
+def domain_chain(expected, cpu):
+    """Spans the scheduler domains of `cpu` must have, lowest first:
+    the SMT siblings (when there is SMT), the LLC, then the whole machine
+    (when there is more than one LLC)."""
+    chain = []
+    for key in ("smt_groups", "llc_groups"):
+        group = next(g for g in expected[key] if cpu in g)
+        if len(group) > 1 and group not in chain:
+            chain.append(group)
+    everything = list(range(expected["cpus"]))
+    if chain[-1:] != [everything]:
+        chain.append(everything)
+    return chain
+
+
+@pytest.mark.parametrize("preset", list(vm.PRESETS))
+def test_boot_topology_and_hackbench(test_kernel, preset):
+    res = boot(test_kernel, preset,
+               "python3 guest/topology.py && hackbench -P -g 1 -l 50")
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
+    got = json.loads(line)
+    exp = vm.PRESETS[preset].expected()
+    assert got["cpus"] == list(range(exp["cpus"]))
+    assert got["smt_groups"] == exp["smt_groups"]
+    assert got["llc_groups"] == exp["llc_groups"]
+    assert got["numa_nodes"] == exp["numa_nodes"]
+    for cpu in range(exp["cpus"]):
+        assert got["domains"][str(cpu)] == domain_chain(exp, cpu), f"cpu{cpu}"
+    assert "Time:" in res.output
+    assert res.status == 0
+
+
+def test_planted_warning_fails_the_run(test_kernel):
+    res = vm.run(test_kernel, "smp2", "echo 'WARNING: planted by the test' >/dev/kmsg")
+    assert res.status == 0
+    assert [s.kind for s in res.splats] == ["WARNING"]
+    assert not res.ok
+
+
+def test_guest_status_is_passed_through(test_kernel):
+    res = vm.run(test_kernel, "smp2", "exit 7")
+    assert res.status == 7 and not res.splats and not res.ok
