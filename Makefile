@@ -46,8 +46,9 @@ test-series:
 	$(PY) -m pytest -q tests/series
 
 test-vm:
-	@k=$$(scripts/build-kernel.sh test | tail -n 1) && \
-	SCHEDSTEAL_KERNEL_TEST="$$k" $(PY) -m pytest -q tests/vm
+	@t=$$(scripts/build-kernel.sh test | tail -n 1) && \
+	d=$$(scripts/build-kernel.sh debug | tail -n 1) && \
+	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" $(PY) -m pytest -q tests/vm
 
 worktree: setup
 	@scripts/worktree.sh

@@ -35,7 +35,7 @@ if [ "$(cat "$out/.config-stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$out/.co
 	kmake -s tinyconfig >/dev/null
 	"$tree/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${frags[@]}" >/dev/null
 	kmake -s olddefconfig >/dev/null
-	"$REPO/scripts/check-config.sh" "$out/.config" "${frags[@]}"
+	"$REPO/scripts/check-config.sh" "$out/.config" "$tree" "${frags[@]}"
 	echo "$stamp" >"$out/.config-stamp"
 fi
 

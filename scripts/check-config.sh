@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# usage: check-config.sh .config FRAGMENT...
+# usage: check-config.sh .config KERNEL-TREE FRAGMENT...
 # Fail when an option requested by a fragment is not what ended up in
 # .config (Kconfig silently drops options whose dependencies are unmet).
+# Options that the tree's Kconfig does not define at all (one the series
+# adds, in a tree without the series) are reported and skipped.
 . "$(dirname "$0")/lib.sh"
 
 cfg=$1
-shift
+tree=$2
+shift 2
 bad=0
 while IFS= read -r line; do
 	case "$line" in
@@ -21,6 +24,10 @@ while IFS= read -r line; do
 		case "$want" in
 		"# "*) [ -z "$got" ] && continue ;; # unset and not even offered
 		esac
+		if ! grep -rqsE --include='Kconfig*' "^[[:space:]]*(menu)?config ${opt#CONFIG_}\b" "$tree"; then
+			printf 'check-config: %s is not defined in %s; skipped\n' "$opt" "$tree" >&2
+			continue
+		fi
 		printf 'check-config: %s: wanted "%s", got "%s"\n' "${cfg##*/}" "$want" "${got:-<absent>}" >&2
 		bad=1
 	fi

@@ -11,7 +11,7 @@ tree=${1:-$WORKTREE}
 	die "$tree has uncommitted changes; commit them first"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git -C "$tree" format-patch -q --zero-commit --no-signature --no-numbered \
+git -C "$tree" format-patch -q --zero-commit --no-signature --no-numbered --filename-max-length=100 \
 	-o "$tmp" base..HEAD
 # Replace patches/ as a whole so that dropped patches disappear too.
 find "$REPO/patches" -maxdepth 1 -name '*.patch' -delete

@@ -41,3 +41,6 @@ series_hash() {
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
+
+# Let the build tree and the developer worktree share ccache entries.
+export CCACHE_BASEDIR=$CACHE CCACHE_NOHASHDIR=1

@@ -42,6 +42,8 @@ kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16), 6.13+ (v17
   16      busy, idle, newidle   same 8 (enum cpu_idle_type reordered)       no
   17      busy, idle, newidle   lb_imbalance split into lb_imbalance_load,  yes
                                 _util, _task, _misfit (11)
+  116     busy, idle, newidle   as 16; cpu lines add the sched-steal         no
+                                fields (STEAL_CPU_FIELDS)
   ======= ===================== =========================================== =====
 
 A new layout is one call (later patches add cpu fields and bump the version)::
@@ -159,6 +161,15 @@ def get_layout(version: int) -> VersionLayout:
 register_version(15, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V15))
 register_version(16, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
 register_version(17, CPU_FIELDS, domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True)
+
+# The sched-steal series (patches/): version 16 plus ten cpu-line fields.
+# Out of mainline's sequence on purpose (mainline's 17 changed the domain
+# lines); see Documentation/scheduler/sched-stats.rst in the series.
+STEAL_CPU_FIELDS = ["found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
+                    "nofound_idle_cpu", "recent_used_hit", "recent_used_miss",
+                    "find_time", "steal_attempt", "steal", "steal_fail"]
+register_version(116, CPU_FIELDS + STEAL_CPU_FIELDS,
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
 
 
 # ------------------------------------------------------------- data model --

@@ -1,0 +1,52 @@
+"""guest/sched_probe.py: trace parsing and steal classification, KTAP."""
+import importlib.util
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location(
+    "sched_probe", Path(__file__).resolve().parents[2] / "guest" / "sched_probe.py")
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+TRACE = """\
+# tracer: nop
+#
+# entries-in-buffer/entries-written: 6/6   #P:4
+#
+       hackbench-97      [000] d..2.     7.039270: sched_migrate_task: comm=hackbench pid=101 prio=120 orig_cpu=2 dest_cpu=0
+       hackbench-97      [000] d..2.     7.039277: <stack trace>
+ => trace_event_raw_event_sched_migrate_task
+ => set_task_cpu
+ => sched_balance_newidle
+ => pick_next_task_fair
+ => __schedule
+          <idle>-0       [001] dNs3.     7.053875: sched_migrate_task: comm=rcu_preempt pid=15 prio=120 orig_cpu=1 dest_cpu=2
+          <idle>-0       [001] dNs3.     7.053934: <stack trace>
+ => set_task_cpu
+ => try_to_wake_up
+       hackbench-98      [003] d..2.     7.060000: sched_migrate_task: comm=hackbench pid=102 prio=120 orig_cpu=1 dest_cpu=3
+       hackbench-98      [003] d..2.     7.060001: <stack trace>
+ => set_task_cpu
+ => detach_tasks
+ => sched_balance_rq
+ => sched_balance_newidle
+"""
+
+
+def test_parse_trace_classifies_steals():
+    ev = probe.parse_trace(TRACE)
+    assert [(e["pid"], e["orig"], e["dest"], e["steal"]) for e in ev] == [
+        (101, 2, 0, True), (15, 1, 2, False), (102, 1, 3, False)]
+    assert ev[0]["comm"] == "hackbench"
+    assert ev[2]["stack"][:2] == ["set_task_cpu", "detach_tasks"]
+    assert ev[0]["stack"][:2] == ["trace_event_raw_event_sched_migrate_task", "set_task_cpu"]
+
+
+def test_parse_trace_without_stacks_finds_no_steal():
+    text = "\n".join(ln for ln in TRACE.splitlines() if "=>" not in ln)
+    ev = probe.parse_trace(text)
+    assert len(ev) == 3 and not any(e["steal"] for e in ev)
+
+
+def test_cpulist():
+    assert probe.cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert probe.cpulist("") == []

@@ -1,0 +1,82 @@
+"""Idle task stealing: it happens with STEAL and not with NO_STEAL, never
+crosses an LLC, never takes a pinned task, and survives hotplug, feature
+toggling and CFS bandwidth throttling on the debug kernel.
+
+Each test boots a guest and runs guest/sched_probe.py, which prints the
+schedstat deltas and, with --trace, every migration with its kernel stack
+(steals are the migrations whose stack holds steal_task/steal_from)."""
+import json
+
+import pytest
+
+from conftest import boot
+
+HACKBENCH = "hackbench -P -g 4 -l 200"
+
+
+def probe(kernel, preset, args, append=None):
+    res = boot(kernel, preset, f"python3 guest/sched_probe.py {args}", append=append)
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
+    return json.loads(line), res
+
+
+@pytest.mark.parametrize("preset", ["smt4", "llc2x4"])
+def test_steal_counter_moves_only_with_steal(test_kernel, preset):
+    on, _ = probe(test_kernel, preset, f"run --feature STEAL --trace -- {HACKBENCH}")
+    off, _ = probe(test_kernel, preset, f"run --feature NO_STEAL --trace -- {HACKBENCH}")
+    assert on["status"] == 0 and off["status"] == 0
+    assert on["schedstat_version"] == 116
+    assert on["total"]["steal"] > 0, on["total"]
+    assert on["total"]["steal_attempt"] == on["total"]["steal"] + on["total"]["steal_fail"]
+    assert on["total"]["find_time"] > 0
+    assert "STEAL" in on["features"] and "NO_STEAL" in off["features"]
+    assert off["total"]["steal"] == 0 and off["total"]["steal_attempt"] == 0
+    # The trace sees the steals too, and none of them left its LLC.
+    assert on["trace_lost"] == 0
+    assert len(on["steals"]) > 0
+    assert on["cross_llc_steals"] == []
+    assert off["steals"] == []
+
+
+def test_kunit_sparsemask(test_kernel):
+    got, _ = probe(test_kernel, "smp2", "kunit")
+    assert got["suites"].get("sched_sparsemask") is True, got
+    assert all(got["cases"].values()), got["cases"]
+
+
+def test_pinned_task_is_never_stolen(test_kernel):
+    # Three hogs pinned to CPU 1 keep it overloaded while hackbench, on the
+    # other CPUs, makes them go idle and look for work: they must try CPU 1
+    # (steal_fail moves) and must not take a hog.
+    script = ("for i in 1 2 3; do taskset -c 1 sh -c 'while :; do :; done' & done; "
+              "taskset -c 0,2,3 hackbench -P -g 2 -l 200; rc=$?; "
+              "pids=$(jobs -p); echo hogs $pids >&2; kill $pids; exit $rc")
+    got, _ = probe(test_kernel, "smt4", f"run --feature STEAL --trace -- \"{script}\"")
+    assert got["status"] == 0, got["stderr"]
+    hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
+    assert len(hogs) == 3
+    assert got["total"]["steal_fail"] > 0
+    assert [s for s in got["steals"] if s["pid"] in hogs] == []
+
+
+def test_node_limit_disables_stealing(test_kernel):
+    got, res = probe(test_kernel, "numa2", f"run --feature STEAL -- {HACKBENCH}",
+                     append=["sched_steal_node_limit=1"])
+    assert got["status"] == 0
+    assert "task stealing disabled: 2 NUMA nodes" in res.dmesg
+    assert got["total"]["steal_attempt"] == 0
+
+
+def test_steal_within_numa_nodes(test_kernel):
+    got, _ = probe(test_kernel, "numa2", f"run --feature STEAL --trace -- {HACKBENCH}")
+    assert got["status"] == 0
+    assert got["total"]["steal"] > 0
+    assert got["cross_llc_steals"] == []
+
+
+def test_throttled_cgroup_with_stealing(test_kernel):
+    got, _ = probe(test_kernel, "smt4",
+                   f"run --feature STEAL --trace --cgroup-max '20000 100000' -- {HACKBENCH}")
+    assert got["status"] == 0
+    assert got["cgroup"]["nr_throttled"] > 0, got["cgroup"]
+    assert got["total"]["steal"] > 0
