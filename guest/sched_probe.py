@@ -96,7 +96,8 @@ def parse_trace(text):
         # frame right after set_task_cpu.
         stack = e["stack"]
         i = stack.index("set_task_cpu") + 1 if "set_task_cpu" in stack else len(stack)
-        e["steal"] = i < len(stack) and stack[i] in STEAL_CALLERS
+        e["caller"] = stack[i] if i < len(stack) else None
+        e["steal"] = e["caller"] in STEAL_CALLERS
     return events
 
 
@@ -166,8 +167,9 @@ def cmd_run(args):
         steals = [e for e in events if e["steal"]]
         result["migrations"] = len(events)
         result["trace_lost"] = lost
-        result["steals"] = [{k: e[k] for k in ("comm", "pid", "orig", "dest")} for e in steals]
-        result["cross_llc_steals"] = [e for e in result["steals"]
+        result["steals"] = [{k: e[k] for k in ("comm", "pid", "orig", "dest", "caller")}
+                            for e in steals]
+        result["cross_llc_steals"] = [e for e in steals
                                       if e["dest"] not in llc.get(e["orig"], ())]
     version, total, per_cpu = cpu_fields_delta(before, after)
     result.update({"schedstat_version": version, "total": total, "per_cpu": per_cpu,
