@@ -8,7 +8,7 @@ export SCHED_STEAL_CACHE := $(CACHE)
 export PYTHONPATH := $(CURDIR)/tools
 export CMD
 
-.PHONY: help setup kernel vm demo baseline test test-unit test-series test-vm \
+.PHONY: help setup kernel vm demo baseline bench-steal test test-unit test-series test-vm \
 	worktree export-patches checkpatch clean-build
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make kernel [CONFIG=test|debug]   build the series; last line is the bzImage"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
+	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; $(PY) -m schedsteal.vm presets 2>/dev/null || true
 
@@ -36,6 +37,9 @@ demo: setup
 
 baseline: setup
 	@scripts/baseline.sh
+
+bench-steal: setup
+	@scripts/bench-steal.sh
 
 test: setup test-unit test-series test-vm
 

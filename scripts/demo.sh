@@ -2,7 +2,10 @@
 # The main job: build the series, boot it on a preset, run hackbench under
 # settings A and B alternately in one boot, print the comparison table.
 #
-# usage: demo.sh [PRESET]     environment: A, B, RUNS, GROUPS_LIST, LOOPS, OUT
+# usage: demo.sh [PRESET]
+# environment: A, B, RUNS, GROUPS_LIST (the --param list), LOOPS, OUT,
+#              WORKLOAD (default hackbench-process-pipe), EXTRA (more
+#              abbench run options)
 # A and B default to NO_STEAL / STEAL when the kernel has the STEAL feature,
 # else to SIS_UTIL / NO_SIS_UTIL (a stock 6.12 idle-search switch).
 # Results (JSON, PNG, guest dmesg) go to OUT (default out/demo-PRESET/).
@@ -15,21 +18,32 @@ loops=${LOOPS:-200}
 py=$VENV/bin/python
 export PYTHONPATH=$REPO/tools
 
+workload=${WORKLOAD:-hackbench-process-pipe}
 kernel=$("$REPO/scripts/build-kernel.sh" test | tail -n 1)
+# The latency workload is ours: build it where the guest can see it.
+mkdir -p "$CACHE/bin"
+if [ "$REPO/guest/wakeup-latency.c" -nt "$CACHE/bin/wakeup-latency" ]; then
+	gcc -O2 -Wall -pthread -o "$CACHE/bin/wakeup-latency" "$REPO/guest/wakeup-latency.c"
+fi
+case "$workload" in
+hackbench* | perf-messaging*) opts="--loops $loops" ;;
+*) opts="" ;;
+esac
 out=${OUT:-$REPO/out/demo-$preset}
 rm -rf "$out"
 mkdir -p "$out"
 
 guest=$(cat <<GUEST
 set -e
+export SCHEDSTEAL_WAKEUP_LATENCY=$CACHE/bin/wakeup-latency
 if grep -qw STEAL /sys/kernel/debug/sched/features; then a=feat:NO_STEAL b=feat:STEAL
 else a=feat:SIS_UTIL b=feat:NO_SIS_UTIL; fi
 python3 -m schedsteal.abbench run --a "${A:-\$a}" --b "${B:-\$b}" \
-	--workload hackbench-process-pipe --param $groups --loops $loops \
-	--runs $runs --out "\$SCHEDSTEAL_OUT/ab.json"
+	--workload $workload --param $groups $opts \
+	--runs $runs ${EXTRA:-} --out "\$SCHEDSTEAL_OUT/ab.json"
 GUEST
 )
-log "booting $preset: hackbench $groups groups x $runs runs per setting"
+log "booting $preset: $workload $groups x $runs runs per setting"
 "$py" -m schedsteal.vm run --kernel "$kernel" --preset "$preset" \
 	--keep "$out" --timeout 3000 -- "$guest" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2
