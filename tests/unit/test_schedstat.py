@@ -67,7 +67,7 @@ def test_field_tables():
     assert v17[3:7] == ("lb_imbalance_load_busy", "lb_imbalance_util_busy",
                         "lb_imbalance_task_busy", "lb_imbalance_misfit_busy")
     assert v17[11] == "lb_count_idle" and v17[22] == "lb_count_newidle"
-    assert ss.supported_versions() == [15, 16, 17]
+    assert ss.supported_versions() == [15, 16, 17, 116]
 
 
 # ----------------------------------------------------------------- parsing --
@@ -502,3 +502,19 @@ def test_usage_errors_return_2(capsys):
     assert ss.main(["report", "--bogus"]) == 2
     assert ss.main(["--help"]) == 0
     capsys.readouterr()
+
+
+def test_parse_v116_steal_fields():
+    text = (FIX / "schedstat_v116.txt").read_text()
+    snap = ss.parse_schedstat(text)
+    assert snap.version == 116
+    cpu1 = snap.cpus[1].fields
+    assert cpu1["pcount"] == ss.parse_schedstat(
+        (FIX / "schedstat_v16.txt").read_text()).cpus[1].fields["pcount"]
+    assert cpu1["found_idle_cpu_easy"] == 240
+    assert cpu1["find_time"] == 3000000
+    assert cpu1["steal_attempt"] == 100 and cpu1["steal"] == 40 and cpu1["steal_fail"] == 60
+    assert not any(k.startswith("cpu_extra") for k in cpu1)
+    # Domain lines are version 16's.
+    assert snap.cpus[0].domains[0].fields.keys() == \
+        ss.parse_schedstat((FIX / "schedstat_v16.txt").read_text()).cpus[0].domains[0].fields.keys()
