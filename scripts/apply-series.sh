@@ -25,6 +25,17 @@ cd "$tree"
 git am --abort >/dev/null 2>&1 || true
 branch=series
 [ "$tree" = "$KTREE" ] || branch=dev
+# Remember the timestamps of the files the old series changed: those that
+# come out of the new series unchanged get them back (below), so that make
+# does not rebuild what it already built from the same content.
+old_head=$(git rev-parse -q --verify HEAD || true)
+stamps=$(mktemp)
+trap 'rm -f "$stamps"' EXIT
+if [ -n "$old_head" ]; then
+	git diff --name-only base "$old_head" | while IFS= read -r f; do
+		if [ -e "$f" ]; then printf '%s %s\n' "$(stat -c %Y "$f")" "$f"; fi
+	done >"$stamps"
+fi
 git checkout -q -f -B "$branch" base
 n=0
 while IFS= read -r patch; do
@@ -36,4 +47,9 @@ while IFS= read -r patch; do
 	fi
 done < <(series_files)
 git config sched-steal.series-hash "$want"
+while read -r mtime f; do
+	if [ -e "$f" ] && git diff --quiet "$old_head" HEAD -- "$f"; then
+		touch -d "@$mtime" "$f"
+	fi
+done <"$stamps"
 log "applied $n patches on $(git log -1 --format=%s base) in $tree"
