@@ -6,6 +6,7 @@ Each test boots a guest and runs guest/sched_probe.py, which prints the
 schedstat deltas and, with --trace, every migration with its kernel stack
 (steals are the migrations whose stack holds steal_task/steal_from)."""
 import json
+import shlex
 
 import pytest
 
@@ -48,10 +49,11 @@ def test_pinned_task_is_never_stolen(test_kernel):
     # Three hogs pinned to CPU 1 keep it overloaded while hackbench, on the
     # other CPUs, makes them go idle and look for work: they must try CPU 1
     # (steal_fail moves) and must not take a hog.
-    script = ("for i in 1 2 3; do taskset -c 1 sh -c 'while :; do :; done' & done; "
+    script = ("pids=; for i in 1 2 3; do "
+              "taskset -c 1 sh -c 'while :; do :; done' >/dev/null 2>&1 & pids=\"$pids $!\"; done; "
               "taskset -c 0,2,3 hackbench -P -g 2 -l 200; rc=$?; "
-              "pids=$(jobs -p); echo hogs $pids >&2; kill $pids; exit $rc")
-    got, _ = probe(test_kernel, "smt4", f"run --feature STEAL --trace -- \"{script}\"")
+              "echo hogs $pids >&2; kill $pids; exit $rc")
+    got, _ = probe(test_kernel, "smt4", f"run --feature STEAL --trace -- {shlex.quote(script)}")
     assert got["status"] == 0, got["stderr"]
     hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
     assert len(hogs) == 3

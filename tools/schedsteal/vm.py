@@ -220,6 +220,12 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         chunks.append(out)
+    finally:
+        # The guest runs in its own session: never leave it behind when
+        # we are interrupted (Ctrl-C, or a test runner timing out).
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     output = b"".join(chunks).decode(errors="replace")
     if echo:
         sys.stdout.write(output)
