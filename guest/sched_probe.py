@@ -21,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from schedsteal import schedstat  # noqa: E402
+from schedsteal.schedstat import parse_cpulist  # noqa: E402
 
 FEATURES = "/sys/kernel/debug/sched/features"
 TRACING = "/sys/kernel/tracing"
@@ -42,23 +43,14 @@ def read(path):
         return f.read()
 
 
-def cpulist(text):
-    cpus = []
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus += range(int(lo), int(hi or lo) + 1)
-    return cpus
-
-
 def llc_of_each_cpu():
     """cpu -> frozenset of the CPUs sharing its last-level cache."""
     out = {}
-    for cpu in cpulist(read("/sys/devices/system/cpu/online")):
+    for cpu in parse_cpulist(read("/sys/devices/system/cpu/online")):
         base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
         idx = max((d for d in os.listdir(base) if d.startswith("index")),
                   key=lambda d: int(read(f"{base}/{d}/level")))
-        out[cpu] = frozenset(cpulist(read(f"{base}/{idx}/shared_cpu_list")))
+        out[cpu] = frozenset(parse_cpulist(read(f"{base}/{idx}/shared_cpu_list")))
     return out
 
 

@@ -10,16 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-from schedsteal.schedstat import cpumask_to_list, parse_schedstat  # noqa: E402
-
-
-def cpulist(text):
-    cpus = []
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus += range(int(lo), int(hi or lo) + 1)
-    return cpus
+from schedsteal.schedstat import cpumask_to_list, parse_cpulist, parse_schedstat  # noqa: E402
 
 
 def read(path):
@@ -29,7 +20,7 @@ def read(path):
 
 def groups(pattern):
     """Distinct CPU sets found in the files matching pattern, sorted."""
-    return sorted({tuple(cpulist(read(p))) for p in glob.glob(pattern)})
+    return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})
 
 
 def llc_index(cpu):
@@ -43,12 +34,12 @@ def llc_index(cpu):
 
 
 def main():
-    online = cpulist(read("/sys/devices/system/cpu/online"))
+    online = parse_cpulist(read("/sys/devices/system/cpu/online"))
     llcs = set()
     for cpu in online:
         d = llc_index(cpu)
         if d:
-            llcs.add(tuple(cpulist(read(f"{d}/shared_cpu_list"))))
+            llcs.add(tuple(parse_cpulist(read(f"{d}/shared_cpu_list"))))
     snap = parse_schedstat(read("/proc/schedstat"))
     domains = {
         str(cpu): [cpumask_to_list(d.span) for d in stats.domains]

@@ -47,6 +47,6 @@ def test_parse_trace_without_stacks_finds_no_steal():
     assert len(ev) == 3 and not any(e["steal"] for e in ev)
 
 
-def test_cpulist():
-    assert probe.cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
-    assert probe.cpulist("") == []
+def test_parse_cpulist():
+    assert probe.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert probe.parse_cpulist("") == []

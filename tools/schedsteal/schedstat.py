@@ -219,6 +219,17 @@ def cpumask_to_list(mask: str) -> list[int]:
     return [i for i in range(bits.bit_length()) if bits >> i & 1]
 
 
+def parse_cpulist(text: str) -> list[int]:
+    """'0-3,8\n' -> [0, 1, 2, 3, 8] (sysfs cpulist format, the inverse of
+    format_cpulist)."""
+    cpus = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus += range(int(lo), int(hi or lo) + 1)
+    return cpus
+
+
 def format_cpulist(cpus) -> str:
     """[0, 1, 2, 3, 8] -> '0-3,8'."""
     out, cpus = [], sorted(cpus)
