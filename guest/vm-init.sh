@@ -19,7 +19,9 @@ export SCHEDSTEAL_OUT="$out" SCHEDSTEAL_REPO="$repo"
 export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$repo/guest/bin:$PATH"
 
-/bin/sh -c "$cmd"
+# The host keeps vng's stderr for the kernel console: send the command's
+# stderr along with its stdout.
+/bin/sh -c "$cmd" 2>&1
 rc=$?
 
 kill "$follower" 2>/dev/null

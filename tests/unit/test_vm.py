@@ -90,3 +90,58 @@ def test_cli_errors_are_clean(capsys):
     assert vm.main(["run", "--kernel", "/nonexistent", "--", "true"]) == 2
     assert "vm: error:" in capsys.readouterr().err
     assert vm.main(["run", "--kernel", "/k", "--dry-run", "--preset", "smp9", "--", "x"]) == 2
+
+
+FAKE_VNG = """#!/bin/sh
+# Stands in for vng: finds the shared directory and plays one outcome.
+while [ $# -gt 0 ]; do
+    [ "$1" = --rwdir ] && out=$2
+    shift
+done
+echo "[    0.000000] Linux version 6.12.0" >&2
+case "$FAKE_VNG_MODE" in
+ok)
+    echo "[    0.000000] Linux version 6.12.0" >"$out/dmesg.txt"
+    echo 0 >"$out/rc"
+    echo "guest says hello"
+    exit 0 ;;
+die)
+    echo "[    2.578545] Oops: int3: 0000 [#1] PREEMPT SMP" >&2
+    echo "[    2.583783] Kernel panic - not syncing: Fatal exception" >&2
+    exit 255 ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_vng(tmp_path):
+    vng = tmp_path / "vng"
+    vng.write_text(FAKE_VNG)
+    vng.chmod(0o755)
+    kernel = tmp_path / "bzImage"
+    kernel.write_text("")
+    return str(vng), str(kernel)
+
+
+def test_run_keeps_console_apart_from_output(fake_vng, monkeypatch):
+    vng, kernel = fake_vng
+    monkeypatch.setenv("FAKE_VNG_MODE", "ok")
+    res = vm.run(kernel, "smp2", "true", timeout=60, vng=vng)
+    assert (res.status, res.died, res.splats) == (0, False, [])
+    assert res.output == "guest says hello\n"
+    assert "Linux version" in res.console and "Linux version" in res.dmesg
+
+
+def test_guest_that_dies_is_reported_with_its_console(fake_vng, monkeypatch):
+    vng, kernel = fake_vng
+    monkeypatch.setenv("FAKE_VNG_MODE", "die")
+    res = vm.run(kernel, "overcommit8", "true", timeout=60, vng=vng)
+    assert res.died and res.status == 255 and not res.ok
+    assert res.dmesg == res.console
+    assert [s.kind for s in res.splats] == ["Oops", "panic"]
+    assert "Fatal exception" in vm.tail(res.console, 1)
+
+
+def test_vng_command_asks_for_the_console():
+    cmd = vm.vng_command("/k/bzImage", vm.PRESETS["smp2"], "/o", "true", vng="vng")
+    assert "--verbose" in cmd

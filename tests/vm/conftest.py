@@ -37,7 +37,10 @@ def debug_kernel():
 def boot(kernel, preset, cmd, timeout=900, append=None):
     """Run cmd in a guest; fail with the guest's output on any problem."""
     res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
-    assert not res.timed_out, f"guest timed out:\n{res.output[-4000:]}"
+    assert not res.timed_out, (f"guest timed out:\n{res.output[-4000:]}\n"
+                               f"console:\n{vm.tail(res.console)}")
     assert not res.splats, "kernel log has splats:\n" + vm.splat_context(res.dmesg, res.splats)
+    assert not res.died, ("guest stopped before the command finished; console:\n"
+                          + vm.tail(res.console))
     assert res.dmesg, "no kernel log came back from the guest"
     return res

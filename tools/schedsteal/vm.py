@@ -17,6 +17,11 @@ with 1 when the command succeeded but the kernel log has a splat (124 on a
 timeout). ``--keep DIR`` keeps the guest's kernel log and any files the
 command wrote to ``$SCHEDSTEAL_OUT`` (the host directory shared read-write
 with the guest).
+
+The kernel console is captured too (QEMU's serial port, kept apart from
+the command's output): when the guest dies before the command finishes, a
+panic at boot say, that is the only kernel log there is, and it is what
+gets scanned and shown.
 """
 
 from __future__ import annotations
@@ -150,6 +155,10 @@ class VMError(Exception):
     pass
 
 
+def tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def find_vng() -> str:
     venv = Path(os.environ.get("SCHED_STEAL_CACHE",
                                Path.home() / ".cache" / "sched-steal"))
@@ -169,6 +178,8 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
     cmd = [vng or find_vng(), "--run", kernel, "--disable-kvm",
            "--disable-microvm", "--force-9p", "--cpus", preset.smp(),
            "--memory", f"{preset.memory_mb}M", *preset.numa_args(),
+           # Kernel console on vng's stderr, which run() keeps apart.
+           "--verbose",
            "--rwdir", outdir, "--cwd", str(REPO),
            # 9p root needs a device name to mount; vng leaves it empty.
            "--append", "root=/dev/root"]
@@ -184,6 +195,8 @@ class RunResult:
     dmesg: str
     splats: list[Splat]
     timed_out: bool
+    console: str = ""    # the kernel console, as QEMU's serial port saw it
+    died: bool = False   # the guest stopped before the command finished
 
     @property
     def ok(self) -> bool:
@@ -192,7 +205,7 @@ class RunResult:
 
 def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         append: list[str] | None = None, keep: str | None = None,
-        echo: bool = False) -> RunResult:
+        echo: bool = False, vng: str | None = None) -> RunResult:
     """Boot `kernel` on `preset`, run `guest_cmd` in /bin/sh, scan dmesg."""
     if isinstance(preset, str):
         if preset not in PRESETS:
@@ -203,15 +216,15 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         raise VMError(f"kernel image {kernel} not found (run `make kernel`)")
     outdir = tempfile.mkdtemp(prefix="schedsteal-vm.")
     os.chmod(outdir, 0o777)
-    cmd = vng_command(kernel, preset, outdir, guest_cmd, append)
+    console = tempfile.TemporaryFile()
+    cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng)
     timed_out = False
     chunks = []
     # vng runs virtme-run from PATH: put its virtualenv first.
     env = dict(os.environ)
     env["PATH"] = f"{Path(cmd[0]).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            env=env)
+                            stderr=console, start_new_session=True, env=env)
     try:
         out, _ = proc.communicate(timeout=timeout)
         chunks.append(out)
@@ -227,6 +240,9 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     output = b"".join(chunks).decode(errors="replace")
+    console.seek(0)
+    console_text = console.read().decode(errors="replace")
+    console.close()
     if echo:
         sys.stdout.write(output)
         sys.stdout.flush()
@@ -236,19 +252,25 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         dmesg_file = out_path / "dmesg.stream"
     dmesg = dmesg_file.read_text(errors="replace") if dmesg_file.exists() else ""
     rc_file = out_path / "rc"
+    died = False
     if timed_out:
         status = 124
     elif rc_file.exists():
         status = int(rc_file.read_text().strip() or 1)
     else:
-        # The guest died before the command finished (panic, crash).
+        # The guest died before the command finished (panic, crash): the
+        # console has the kernel log up to the end, the guest's copy not.
+        died = True
         status = proc.returncode or 1
+    if died or timed_out or not dmesg:
+        dmesg = console_text
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         for f in out_path.iterdir():
             shutil.copy(f, Path(keep) / f.name)
     shutil.rmtree(outdir, ignore_errors=True)
-    return RunResult(status, output, dmesg, scan_dmesg(dmesg), timed_out)
+    return RunResult(status, output, dmesg, scan_dmesg(dmesg), timed_out,
+                     console_text, died)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -307,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if res.timed_out:
         print(f"vm: guest timed out after {args.timeout:.0f} s", file=sys.stderr)
+    if res.died:
+        print("vm: FAIL: the guest stopped before the command finished; "
+              "its console ended with:", file=sys.stderr)
+        print(tail(res.console), file=sys.stderr)
     if res.splats:
         print(f"vm: FAIL: {len(res.splats)} splat(s) in the guest's kernel log:",
               file=sys.stderr)
