@@ -64,23 +64,36 @@ def trace_start():
     write(f"{TRACING}/tracing_on", "1")
 
 
-EVENT_RE = re.compile(r"sched_migrate_task: comm=(?P<comm>.*?) pid=(?P<pid>\d+) "
-                      r"prio=\d+ orig_cpu=(?P<orig>\d+) dest_cpu=(?P<dest>\d+)")
+EVENT_RE = re.compile(r"\[(?P<cpu>\d+)\].*sched_migrate_task: comm=(?P<comm>.*?) "
+                      r"pid=(?P<pid>\d+) prio=\d+ orig_cpu=(?P<orig>\d+) "
+                      r"dest_cpu=(?P<dest>\d+)")
+STACK_RE = re.compile(r"\[(?P<cpu>\d+)\].*<stack trace>")
 
 
 def parse_trace(text):
-    """Migrations with their kernel stacks, from the trace file."""
-    events, cur = [], None
+    """Migrations with their kernel stacks, from the trace file.
+
+    The trace file merges the per-CPU buffers by timestamp, so another
+    CPU's event can come between an event and its stack. Each stack is
+    therefore matched to the last event recorded on the same CPU, never
+    to the previous line.
+    """
+    events, last_on_cpu, cur = [], {}, None
     for line in text.splitlines():
         m = EVENT_RE.search(line)
         if m:
-            cur = {"comm": m["comm"], "pid": int(m["pid"]), "orig": int(m["orig"]),
-                   "dest": int(m["dest"]), "stack": []}
-            events.append(cur)
+            ev = {"cpu": int(m["cpu"]), "comm": m["comm"], "pid": int(m["pid"]),
+                  "orig": int(m["orig"]), "dest": int(m["dest"]), "stack": []}
+            events.append(ev)
+            last_on_cpu[ev["cpu"]] = ev
+            cur = None
+            continue
+        m = STACK_RE.search(line)
+        if m:
+            # A stack belongs to at most one event.
+            cur = last_on_cpu.pop(int(m["cpu"]), None)
         elif cur is not None and line.strip().startswith("=>"):
             cur["stack"].append(line.strip()[2:].strip().split("+")[0])
-        elif "<stack trace>" in line:
-            continue
         elif line.strip() and not line.startswith("#"):
             cur = None
     for e in events:

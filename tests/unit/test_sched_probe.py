@@ -47,6 +47,34 @@ def test_parse_trace_without_stacks_finds_no_steal():
     assert len(ev) == 3 and not any(e["steal"] for e in ev)
 
 
+# CPU 1's event lands between CPU 0's event and CPU 0's stack: each stack
+# must go to the event of its own CPU (this once made an ordinary wakeup
+# migration look like a cross-LLC steal).
+INTERLEAVED = """\
+       hackbench-97      [000] d..2.     7.039270: sched_migrate_task: comm=hackbench pid=101 prio=120 orig_cpu=2 dest_cpu=0
+          <idle>-0       [004] dNs3.     7.039271: sched_migrate_task: comm=hackbench pid=15 prio=120 orig_cpu=0 dest_cpu=4
+       hackbench-97      [000] d..2.     7.039277: <stack trace>
+ => set_task_cpu
+ => steal_from
+ => steal_task
+          <idle>-0       [004] dNs3.     7.039280: <stack trace>
+ => set_task_cpu
+ => try_to_wake_up
+"""
+
+
+def test_parse_trace_matches_stacks_by_cpu():
+    ev = probe.parse_trace(INTERLEAVED)
+    assert [(e["pid"], e["cpu"], e["caller"], e["steal"]) for e in ev] == [
+        (101, 0, "steal_from", True), (15, 4, "try_to_wake_up", False)]
+
+
+def test_parse_trace_stack_without_its_event_is_dropped():
+    text = INTERLEAVED.splitlines()
+    ev = probe.parse_trace("\n".join(text[1:]))
+    assert [(e["pid"], e["caller"]) for e in ev] == [(15, "try_to_wake_up")]
+
+
 def test_parse_cpulist():
     assert probe.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
     assert probe.parse_cpulist("") == []
