@@ -67,7 +67,7 @@ def test_field_tables():
     assert v17[3:7] == ("lb_imbalance_load_busy", "lb_imbalance_util_busy",
                         "lb_imbalance_task_busy", "lb_imbalance_misfit_busy")
     assert v17[11] == "lb_count_idle" and v17[22] == "lb_count_newidle"
-    assert ss.supported_versions() == [15, 16, 17, 116]
+    assert ss.supported_versions() == [15, 16, 17, 116, 117]
 
 
 # ----------------------------------------------------------------- parsing --
@@ -518,3 +518,15 @@ def test_parse_v116_steal_fields():
     # Domain lines are version 16's.
     assert snap.cpus[0].domains[0].fields.keys() == \
         ss.parse_schedstat((FIX / "schedstat_v16.txt").read_text()).cpus[0].domains[0].fields.keys()
+
+
+def test_parse_v117_park_fields():
+    snap = ss.parse_schedstat((FIX / "schedstat_v117.txt").read_text())
+    v116 = ss.parse_schedstat((FIX / "schedstat_v116.txt").read_text())
+    assert snap.version == 117
+    cpu1 = snap.cpus[1].fields
+    assert {k: cpu1[k] for k in ss.PARK_CPU_FIELDS} == \
+        {"park_push": 4, "park_evac": 8, "park_pinned": 1}
+    assert {k: v for k, v in cpu1.items() if k not in ss.PARK_CPU_FIELDS} == \
+        v116.cpus[1].fields
+    assert not any(k.startswith("cpu_extra") for k in cpu1)

@@ -44,6 +44,8 @@ kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16), 6.13+ (v17
                                 _util, _task, _misfit (11)
   116     busy, idle, newidle   as 16; cpu lines add the sched-steal         no
                                 fields (STEAL_CPU_FIELDS)
+  117     busy, idle, newidle   as 116; cpu lines add the parked-CPU        no
+                                fields (PARK_CPU_FIELDS)
   ======= ===================== =========================================== =====
 
 A new layout is one call (later patches add cpu fields and bump the version)::
@@ -169,6 +171,11 @@ STEAL_CPU_FIELDS = ["found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
                     "nofound_idle_cpu", "recent_used_hit", "recent_used_miss",
                     "find_time", "steal_attempt", "steal", "steal_fail"]
 register_version(116, CPU_FIELDS + STEAL_CPU_FIELDS,
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
+# The parking patches add three: pushes run by a parked CPU, tasks moved
+# off it (by any path), tasks found that may run on parked CPUs only.
+PARK_CPU_FIELDS = ["park_push", "park_evac", "park_pinned"]
+register_version(117, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS,
                  domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
 
 
