@@ -1,0 +1,100 @@
+"""CPU parking: tasks leave parked CPUs within a couple of their ticks and
+come back when unparked, bad writes are refused and change nothing, a task
+pinned to parked CPUs stays and is reported, and a parked CPU never steals.
+
+Each test boots a guest and runs guest/park_probe.py, which traces
+sched_switch and the tick on every CPU and prints what it found."""
+import json
+
+import pytest
+
+from conftest import boot
+
+PARK = "2-7"
+PARKED = range(2, 8)
+# The push runs when the set is written and at every tick of a parked CPU
+# with tasks it has not tried to move: a wakeup that chose the CPU just
+# before it was parked can land after the first push and stays until the
+# next tick. One more tick of slack for the stopper to get the CPU.
+MAX_STAY_TICKS = 3
+
+
+def probe(kernel, preset, args, append=None):
+    res = boot(kernel, preset, f"python3 guest/park_probe.py {args}", append=append)
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
+    return json.loads(line), res
+
+
+def check_evacuation(got):
+    assert got["status"] == [0, 0], "every hackbench run completes"
+    assert got["workload_seen"], "the workload ran on a CPU to park before the write"
+    assert got["park_errno"] == 0 and got["parked"] == PARK
+    assert got["unpark_errno"] == 0 and got["parked_after_unpark"] == ""
+    assert got["trace_lost"] == 0
+    cpus = {int(c): v for c, v in got["cpus"].items()}
+    stays = {c: cpus[c]["stay_ticks"] for c in PARKED}
+    assert max(stays.values()) <= MAX_STAY_TICKS, stays
+    # Unparked, they are used again.
+    assert all(cpus[c]["workload_after_unpark"] > 0 for c in PARKED), cpus
+    return cpus
+
+
+def test_parked_cpus_are_emptied_and_refilled(test_kernel):
+    got, _ = probe(test_kernel, "overcommit8", f"evacuate --park {PARK} --rt")
+    check_evacuation(got)
+    st = {int(c): v for c, v in got["schedstat_parked"].items()}
+    assert sum(st[c]["park_push"] for c in PARKED) > 0
+    assert sum(st[c]["park_evac"] for c in PARKED) > 0
+    # Unparked CPUs never push.
+    assert st[0]["park_push"] == 0 and st[1]["park_push"] == 0
+
+
+def test_parked_cpu_never_steals(test_kernel):
+    got, _ = probe(test_kernel, "overcommit8",
+                   f"evacuate --park {PARK} --feature STEAL")
+    check_evacuation(got)
+    st = {int(c): v for c, v in got["schedstat_after_write"].items()}
+    assert all(st[c]["steal_attempt"] == 0 and st[c]["steal"] == 0 for c in PARKED), st
+    # ... while the unparked CPUs do.
+    assert st[0]["steal_attempt"] + st[1]["steal_attempt"] > 0, st
+
+
+def test_bad_input_is_refused_and_changes_nothing(test_kernel):
+    got, _ = probe(test_kernel, "overcommit8", "badinput")
+    assert got["setup"] == [0, "1"]
+    for case in got["cases"]:
+        assert case["errno"] == 22, case          # EINVAL
+        assert case["after"] == case["before"] == "1", case
+    assert {c["input"] for c in got["cases"]} >= {"abc", "0-7", "8", "7 (offline)"}
+    assert got["offlined_parked"] == [0, ""], "an offline CPU leaves the set"
+    assert got["after_online"] == ""
+    assert got["valid"] == [0, "2-3"]
+    assert got["empty"] == [0, ""]
+    assert got["racers_ok"] and got["race_final_is_written"], got["race_final"]
+
+
+def test_pinned_task_stays_and_is_reported(test_kernel):
+    got, res = probe(test_kernel, "overcommit8", "pinned --cpu 6 --park 4-7")
+    assert got["park_errno"] == 0
+    assert got["status"] == 0 and got["status2"] == 0
+    u0, u1, u2 = got["utime"]
+    assert u0 < u1 < u2, "the pinned task keeps running"
+    assert got["affinity"] == "6" and got["cpu"] == 6
+    st = {int(c): v for c, v in got["schedstat"].items()}
+    assert st[6]["park_pinned"] >= 1
+    assert len(got["log_lines"]) == 1, got["log_lines"]
+
+
+def test_boot_parameter_parks_cpus(test_kernel):
+    res = boot(test_kernel, "smt4", "cat /sys/devices/system/cpu/parked",
+               append=["sched_parked=2-3"])
+    assert res.output.split()[-1] == "2-3"
+    assert "sched: parked CPUs 2-3" in res.dmesg
+
+
+@pytest.mark.parametrize("bad", ["0-3", "5-"])
+def test_bad_boot_parameter_is_ignored(test_kernel, bad):
+    res = boot(test_kernel, "smt4", "cat /sys/devices/system/cpu/parked; echo END",
+               append=[f"sched_parked={bad}"])
+    assert res.output.split()[-1] == "END", "nothing parked"
+    assert "sched_parked=" in res.dmesg
