@@ -8,7 +8,7 @@ export SCHED_STEAL_CACHE := $(CACHE)
 export PYTHONPATH := $(CURDIR)/tools
 export CMD
 
-.PHONY: help setup kernel vm demo baseline bench-steal test test-unit test-series test-vm \
+.PHONY: help setup kernel vm demo baseline bench-steal bench-park test test-unit test-series test-vm \
 	worktree export-patches checkpatch clean-build
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
+	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; $(PY) -m schedsteal.vm presets 2>/dev/null || true
 
@@ -40,6 +41,9 @@ baseline: setup
 
 bench-steal: setup
 	@scripts/bench-steal.sh
+
+bench-park: setup
+	@scripts/bench-park.sh
 
 test: setup test-unit test-series test-vm
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Benchmarks of the parking series (docs/results.md), on overcommit8 (8
+# vCPUs on this 2-core host), CPUs $PARK (default 2-7):
+#   hackbench process/pipe 1/2/4 groups, every CPU in use (A) vs parked (B),
+#     then parked (A) vs hot-unplugged (B), each pair alternated in one boot;
+#   stress-ng cpu throughput (8 workers), every CPU (A) vs parked (B);
+#   the sysfs write and how long tasks stay on the parked CPUs after it,
+#     against the time to hot-unplug and replug the same CPUs.
+# Results: out/park-*/.
+# environment: RUNS (default 10), LOOPS (default 200), PARK (default 2-7)
+. "$(dirname "$0")/lib.sh"
+
+runs=${RUNS:-10}
+park=${PARK:-2-7}
+mode="sh:guest/cpu-mode.sh"
+py=$VENV/bin/python
+export PYTHONPATH=$REPO/tools
+
+A="$mode all" B="$mode park $park" RUNS=$runs LOOPS=${LOOPS:-200} GROUPS_LIST=1,2,4 \
+	OUT=$REPO/out/park-hackbench-all-vs-parked "$REPO/scripts/demo.sh" overcommit8
+A="$mode park $park" B="$mode offline $park" RUNS=$runs LOOPS=${LOOPS:-200} GROUPS_LIST=1,2,4 \
+	OUT=$REPO/out/park-hackbench-parked-vs-offline "$REPO/scripts/demo.sh" overcommit8
+A="$mode all" B="$mode park $park" WORKLOAD=stress-ng-cpu GROUPS_LIST=8 RUNS=$runs \
+	EXTRA="--runtime 3" OUT=$REPO/out/park-stressng "$REPO/scripts/demo.sh" overcommit8
+
+out=$REPO/out/park-timing
+rm -rf "$out"
+mkdir -p "$out"
+kernel=$("$REPO/scripts/build-kernel.sh" test | tail -n 1)
+log "booting overcommit8: park/unpark and hotplug timings, 5 runs each"
+"$py" -m schedsteal.vm run --kernel "$kernel" --preset overcommit8 --keep "$out" \
+	--timeout 3000 -- "for i in 1 2 3 4 5; do python3 guest/park_probe.py evacuate --park $park || exit 1; done
+python3 guest/park_probe.py hotplug --cpus $park --repeat 5" >"$out/guest.log" 2>&1 || {
+	tail -n 40 "$out/guest.log" >&2
+	die "guest run failed (full log: $out/guest.log)"
+}
+"$py" -m schedsteal.parktiming "$out/guest.log" | tee "$out/timing.txt"
