@@ -130,10 +130,14 @@ def parse_events(text):
 
 def evacuation(events, cpus):
     """Per CPU of `cpus`: workload before parking, how long (in that CPU's
-    ticks and in seconds) workload tasks stayed after the write, and the
-    workload it ran again after unparking. A workload task still running
-    when the CPUs are unparked stayed the whole time."""
+    ticks and in seconds) workload tasks stayed after the write began, the
+    same in ticks after it returned, and the workload it ran again after
+    unparking. A workload task still running when the CPUs are unparked
+    stayed the whole time."""
     t_park = next(ts for ts, _, k, d in events if k == "marker" and d == "PARK")
+    # The write has returned: the set is in place and the pushes are queued.
+    t_parked = next((ts for ts, _, k, d in events if k == "marker" and d == "PARKED"),
+                    t_park)
     t_unpark = next(ts for ts, _, k, d in events if k == "marker" and d == "UNPARK")
     res = {}
     for cpu in cpus:
@@ -169,6 +173,8 @@ def evacuation(events, cpus):
             "workload_after_unpark": after,
             "stay_ticks": 0 if last is None else sum(1 for t in ticks if t_park < t <= last),
             "stay_s": round(stay, 6),
+            "stay_ticks_after_write": 0 if last is None else sum(
+                1 for t in ticks if t_parked < t <= last),
             "ticks_while_parked": sum(1 for t in ticks if t_park < t < t_unpark),
         }
     return res
@@ -232,6 +238,7 @@ def cmd_evacuate(args):
         s0 = read("/proc/schedstat")
         marker("PARK")
         result["park_errno"], result["write_ns"] = park(args.park)
+        marker("PARKED")
         s0w = read("/proc/schedstat")
         result["parked"] = parked()
         result["status"].append(hb.wait())
@@ -241,6 +248,8 @@ def cmd_evacuate(args):
         result["parked_after_unpark"] = parked()
         result["status"].append(hackbench(max(args.loops // 5, 10)))
         text, result["trace_lost"] = trace_stop()
+        if args.keep_trace:
+            write(args.keep_trace, text)
     finally:
         for p in bg:
             p.kill()
@@ -386,6 +395,7 @@ def main(argv=None):
     e.add_argument("--rt", action="store_true")
     e.add_argument("--loops", type=int, default=50)
     e.add_argument("--feature", action="append", default=[])
+    e.add_argument("--keep-trace", metavar="FILE", help="write the raw trace there")
     sub.add_parser("badinput")
     n = sub.add_parser("pinned")
     n.add_argument("--cpu", type=int, default=6)

@@ -29,6 +29,7 @@ TRACE = "\n".join([
     sw(3, 1.1, "swapper/3", "stress-ng-cpu"),
     mark(0, 2.0, "PARK"),
     tick(2, 2.004), tick(3, 2.004),
+    mark(0, 2.005, "PARKED"),
     sw(2, 2.006, "hackbench", "migration/2"),  # pushed after one tick
     tick(2, 2.008), tick(3, 2.008),
     tick(2, 2.012), tick(3, 2.012),
@@ -41,7 +42,7 @@ TRACE = "\n".join([
 def test_parse_events_kinds():
     ev = probe.parse_events(TRACE)
     kinds = [k for _, _, k, _ in ev]
-    assert kinds.count("marker") == 2 and kinds.count("tick") == 6
+    assert kinds.count("marker") == 3 and kinds.count("tick") == 6
     assert ev[0] == (1.0, 2, "switch", ("swapper/2", "hackbench"))
 
 
@@ -49,6 +50,7 @@ def test_evacuation_counts_ticks_until_the_workload_left():
     res = probe.evacuation(probe.parse_events(TRACE), [2, 3])
     assert res[2]["workload_before"] == 1
     assert res[2]["stay_ticks"] == 1 and res[2]["stay_s"] == 0.006
+    assert res[2]["stay_ticks_after_write"] == 0
     assert res[2]["workload_after_unpark"] == 1
     assert res[2]["ticks_while_parked"] == 3
 
@@ -57,6 +59,7 @@ def test_a_task_still_there_at_unpark_counts_as_stranded():
     res = probe.evacuation(probe.parse_events(TRACE), [2, 3])
     # stress-ng-cpu ran on CPU 3 from before the write to after the unpark.
     assert res[3]["stay_s"] == 1.0 and res[3]["stay_ticks"] == 3
+    assert res[3]["stay_ticks_after_write"] == 2
 
 
 def test_a_cpu_without_workload_after_parking_stays_zero():

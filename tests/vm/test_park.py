@@ -12,11 +12,12 @@ from conftest import boot
 
 PARK = "2-7"
 PARKED = range(2, 8)
-# The push runs when the set is written and at every tick of a parked CPU
-# with tasks it has not tried to move: a wakeup that chose the CPU just
-# before it was parked can land after the first push and stays until the
-# next tick. One more tick of slack for the stopper to get the CPU.
-MAX_STAY_TICKS = 3
+# Counted in each parked CPU's own ticks from the moment the write returned
+# (the set is in place, pushes are queued): the pushes then run at once, and
+# a task that lands later (a wakeup that chose the CPU just before) leaves
+# at the next tick. One tick of slack for the stopper to get the CPU. How
+# long the write itself takes is reported by `make bench-park`.
+MAX_STAY_TICKS = 2
 
 
 def probe(kernel, preset, args, append=None):
@@ -32,15 +33,15 @@ def check_evacuation(got):
     assert got["unpark_errno"] == 0 and got["parked_after_unpark"] == ""
     assert got["trace_lost"] == 0
     cpus = {int(c): v for c, v in got["cpus"].items()}
-    stays = {c: cpus[c]["stay_ticks"] for c in PARKED}
+    stays = {c: cpus[c]["stay_ticks_after_write"] for c in PARKED}
     assert max(stays.values()) <= MAX_STAY_TICKS, stays
     # Unparked, they are used again.
     assert all(cpus[c]["workload_after_unpark"] > 0 for c in PARKED), cpus
     return cpus
 
 
-def test_parked_cpus_are_emptied_and_refilled(test_kernel):
-    got, _ = probe(test_kernel, "overcommit8", f"evacuate --park {PARK} --rt")
+def test_parked_cpus_are_emptied_and_refilled(any_kernel):
+    got, _ = probe(any_kernel, "overcommit8", f"evacuate --park {PARK} --rt")
     check_evacuation(got)
     st = {int(c): v for c, v in got["schedstat_parked"].items()}
     assert sum(st[c]["park_push"] for c in PARKED) > 0
@@ -73,8 +74,8 @@ def test_bad_input_is_refused_and_changes_nothing(test_kernel):
     assert got["racers_ok"] and got["race_final_is_written"], got["race_final"]
 
 
-def test_pinned_task_stays_and_is_reported(test_kernel):
-    got, res = probe(test_kernel, "overcommit8", "pinned --cpu 6 --park 4-7")
+def test_pinned_task_stays_and_is_reported(any_kernel):
+    got, res = probe(any_kernel, "overcommit8", "pinned --cpu 6 --park 4-7")
     assert got["park_errno"] == 0
     assert got["status"] == 0 and got["status2"] == 0
     u0, u1, u2 = got["utime"]

@@ -9,8 +9,9 @@ other lines are skipped) and prints one table::
 
 Rows: the sysfs write that parks the CPUs and the one that unparks them
 (``write_ns``, ``unpark_write_ns``), how long workload tasks stayed on the
-parked CPUs after the write (the largest ``stay_s`` over the CPUs of each
-run, and the same in that CPU's ticks), and the time to take the same CPUs
+parked CPUs after the write began (the largest ``stay_s`` over the CPUs of
+each run, and the same in that CPU's ticks, also counted from when the
+write returned), and the time to take the same CPUs
 offline and back online. Columns: runs, median, min, max, in ms (ticks
 for the tick row).
 """
@@ -49,6 +50,9 @@ def summarize(evac, hot):
             max(c["stay_s"] for c in e["cpus"].values()) * 1e3 for e in evac],
         "tasks stay after write (ticks)": [
             max(c["stay_ticks"] for c in e["cpus"].values()) for e in evac],
+        "... after it returned (ticks)": [
+            max(c.get("stay_ticks_after_write", 0) for c in e["cpus"].values())
+            for e in evac],
         "hot-unplug (ms)": [ns / 1e6 for h in hot for ns in h["offline_ns"]],
         "hot-plug back (ms)": [ns / 1e6 for h in hot for ns in h["online_ns"]],
     }
