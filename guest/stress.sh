@@ -1,15 +1,23 @@
 #!/bin/sh
 # Stress the scheduler while its configuration changes under it.
-# usage: stress.sh ROUNDS
+# usage: stress.sh ROUNDS [park]
 #
 # In parallel:
 #   - hackbench runs back to back, in the root cgroup and in a cgroup
 #     throttled by cpu.max to 20% of one CPU;
 #   - every CPU but 0 is hot-unplugged and replugged, ROUNDS times, and
-#     the STEAL sched_feature is toggled at each step.
-# Exits non-zero if any hackbench run fails, or if a CPU could not be
-# brought back. The host scans the kernel log for splats.
+#     the STEAL sched_feature is toggled at each step;
+#   - with "park", the parked set is rewritten in a loop, cycling through
+#     sets of CPUs other than 0 (a set holding a CPU that is offline at
+#     that moment is refused, which is counted, not an error).
+# Exits non-zero if any hackbench run fails, if a CPU could not be brought
+# back, or if no park write succeeded. The host scans the kernel log for
+# splats.
 rounds=${1:-5}
+park=${2:-}
+parked=/sys/devices/system/cpu/parked
+stop=/tmp/stress.stop
+rm -f $stop
 features=/sys/kernel/debug/sched/features
 cg=/sys/fs/cgroup
 mountpoint -q $cg || mount -t cgroup2 none $cg
@@ -32,6 +40,23 @@ root=$!
 sh -c "echo \$\$ >$cg/stress/cgroup.procs && i=0; while [ \$i -lt 4 ]; do hackbench -P -g 1 -l 100 >/dev/null || exit 1; i=\$((i+1)); done; echo throttled: 4 runs ok" &
 throttled=$!
 
+storm() { # rewrite the parked set until the hotplug loop is done
+	ok=0 refused=0
+	while [ ! -e $stop ]; do
+		for set in 1 2-3 1,3 "" 2 1-2 3 ""; do
+			if echo "$set" >$parked 2>/dev/null; then ok=$((ok + 1))
+			else refused=$((refused + 1)); fi
+		done
+	done
+	echo "" >$parked
+	echo "park: $ok writes ok, $refused refused"
+	[ $ok -gt 0 ]
+}
+if [ "$park" = park ]; then
+	storm &
+	stormer=$!
+fi
+
 cpus=$(ls -d /sys/devices/system/cpu/cpu[1-9]* 2>/dev/null)
 r=0
 while [ $r -lt "$rounds" ]; do
@@ -44,8 +69,10 @@ while [ $r -lt "$rounds" ]; do
 	r=$((r + 1))
 done
 echo "hotplug: $rounds rounds over $(echo $cpus | wc -w) CPUs ok"
+touch $stop
 
 status=0
+[ -z "${stormer:-}" ] || wait $stormer || status=1
 wait $root || status=1
 wait $throttled || status=1
 echo "throttled periods: $(grep nr_throttled $cg/stress/cpu.stat)"

@@ -34,6 +34,13 @@ def debug_kernel():
     return _kernel("debug")
 
 
+@pytest.fixture(params=["test", "debug"])
+def any_kernel(request):
+    """Each kernel in turn: for tests that must also hold on the debug
+    kernel (lockdep and the other checks watching)."""
+    return _kernel(request.param)
+
+
 def boot(kernel, preset, cmd, timeout=900, append=None):
     """Run cmd in a guest; fail with the guest's output on any problem."""
     res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)

@@ -21,10 +21,12 @@ def probe(kernel, preset, args, append=None):
     return json.loads(line), res
 
 
-@pytest.mark.parametrize("preset", ["smt4", "llc2x4"])
-def test_steal_counter_moves_only_with_steal(test_kernel, preset):
-    on, _ = probe(test_kernel, preset, f"run --feature STEAL --trace -- {HACKBENCH}")
-    off, _ = probe(test_kernel, preset, f"run --feature NO_STEAL --trace -- {HACKBENCH}")
+@pytest.mark.parametrize("preset,config", [("smt4", "test"), ("llc2x4", "test"),
+                                           ("smt4", "debug")])
+def test_steal_counter_moves_only_with_steal(request, preset, config):
+    kernel = request.getfixturevalue(f"{config}_kernel")
+    on, _ = probe(kernel, preset, f"run --feature STEAL --trace -- {HACKBENCH}")
+    off, _ = probe(kernel, preset, f"run --feature NO_STEAL --trace -- {HACKBENCH}")
     assert on["status"] == 0 and off["status"] == 0
     assert on["schedstat_version"] in (116, 117)
     assert on["total"]["steal"] > 0, on["total"]
@@ -53,7 +55,7 @@ def test_kunit_sparsemask(test_kernel):
     assert all(got["cases"].values()), got["cases"]
 
 
-def test_pinned_task_is_never_stolen(test_kernel):
+def test_pinned_task_is_never_stolen(any_kernel):
     # Three hogs pinned to CPU 1 keep it overloaded while hackbench, on the
     # other CPUs, makes them go idle and look for work: they must try CPU 1
     # (steal_fail moves) and must not take a hog.
@@ -62,7 +64,7 @@ def test_pinned_task_is_never_stolen(test_kernel):
     script = ("taskset -c 1 sh -c 'for i in 1 2 3; do while :; do :; done & echo $!; done' "
               ">/tmp/hogs; taskset -c 0,2,3 hackbench -P -g 2 -l 200; rc=$?; "
               "echo hogs $(cat /tmp/hogs) >&2; kill $(cat /tmp/hogs); exit $rc")
-    got, _ = probe(test_kernel, "smt4", f"run --feature STEAL --trace -- {shlex.quote(script)}")
+    got, _ = probe(any_kernel, "smt4", f"run --feature STEAL --trace -- {shlex.quote(script)}")
     assert got["status"] == 0, got["stderr"]
     hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
     assert len(hogs) == 3
@@ -84,8 +86,8 @@ def test_steal_on_numa2(test_kernel):
     assert got["total"]["steal"] > 0
 
 
-def test_throttled_cgroup_with_stealing(test_kernel):
-    got, _ = probe(test_kernel, "smt4",
+def test_throttled_cgroup_with_stealing(any_kernel):
+    got, _ = probe(any_kernel, "smt4",
                    f"run --feature STEAL --trace --cgroup-max '20000 100000' -- {HACKBENCH}")
     assert got["status"] == 0
     assert got["cgroup"]["nr_throttled"] > 0, got["cgroup"]
