@@ -2,6 +2,7 @@
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -82,9 +83,11 @@ def test_stress_ng_command():
     assert w.higher_is_better and w.mean_kind == "Hmean"
     assert w.command(2, {"runtime": 5}) == [
         "stress-ng", "--cpu", "2", "--cpu-method", "matrixprod",
-        "--timeout", "5s", "--metrics-brief"]
+        "--timeout", "5s", "--metrics-brief", "--temp-path", tempfile.gettempdir()]
     argv = w.command(2, {}, workdir="/tmp/x")
     assert argv[-2:] == ["--yaml", "/tmp/x/stress-ng.yaml"]
+    # A writable temp path even when the cwd is read-only (the guest's repo).
+    assert argv[argv.index("--temp-path") + 1] == "/tmp/x"
     assert "10s" in argv
 
 

@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,7 +278,10 @@ def _perf_probe(o: dict) -> list[str]:
 def _stress_ng(param: int, o: dict, workdir: str | None) -> list[str]:
     argv = [o.get("binary") or "stress-ng", "--cpu", str(param),
             "--cpu-method", "matrixprod", "--timeout", f"{o['runtime']}s",
-            "--metrics-brief"]
+            "--metrics-brief",
+            # stress-ng refuses to start in a read-only cwd (the guest's
+            # view of the repo), even for stressors that write nothing.
+            "--temp-path", str(workdir or tempfile.gettempdir())]
     if workdir:
         argv += ["--yaml", str(Path(workdir) / STRESS_NG_YAML)]
     return argv
