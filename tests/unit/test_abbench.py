@@ -7,6 +7,7 @@ the one integration test that uses the real one with its fixtures.
 import errno
 import json
 import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -490,3 +491,18 @@ def test_module_entry_point():
                           env=env, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("abbench: error: cannot read /nonexistent.json")
+
+
+def test_report_keeps_wide_values_apart(capsys, fake_schedstat, tmp_path):
+    # Latencies in the thousands of usec once ran into the previous cell.
+    doc = json.loads(RESULTS.read_text())
+    doc.update(params=[2])
+    doc["runs"] = [{"param": 2, "setting": s, "index": i, "value": v + i, "exit_code": 0,
+                    "recording": None}
+                   for i in range(3) for s, v in (("A", 26771.2), ("B", 16227.2))]
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", path)
+    assert rc == 0
+    row = next(ln for ln in out.splitlines() if ln.startswith("Amean"))
+    assert re.search(r"g=2 +26772\.2000 \( +0\.00%\) +16228\.2000 ", row), row

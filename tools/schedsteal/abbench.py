@@ -679,9 +679,9 @@ def format_report(rep: dict) -> str:
                 star = testable and side == "B" and cell["significant"]
                 cells.append((vtext, _fmt_pct(cell["pct_changes"][field], star)))
             rows.append((f"{title:<9}{key}={entry['param']}", cells))
-    head_w = max([len(r[0]) for r in rows] + [10])
+    head_w = max([len(r[0]) for r in rows] + [10]) + 1  # a space before wide values
     val_w = max([len(c[0]) for r in rows for c in r[1]] + [8])
-    col_w = max([val_w + 1 + 10] + [len(lbl) + 1 for lbl in labels])
+    col_w = max([val_w + 2 + 10] + [len(lbl) + 1 for lbl in labels])
     lines.append(" " * head_w + "".join(f"{lbl:>{col_w}}" for lbl in labels))
     for head, cells in rows:
         lines.append(f"{head:<{head_w}}" + "".join(
