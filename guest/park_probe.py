@@ -36,6 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from schedsteal import schedstat  # noqa: E402
 from schedsteal.schedstat import format_cpulist, parse_cpulist  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sched_probe import trace_lost  # noqa: E402
+
 PARKED = "/sys/devices/system/cpu/parked"
 FEATURES = "/sys/kernel/debug/sched/features"
 TRACING = "/sys/kernel/tracing"
@@ -90,12 +93,7 @@ def trace_stop():
     write(f"{TRACING}/events/sched/sched_switch/enable", "0")
     write(f"{TRACING}/events/timer/hrtimer_expire_entry/enable", "0")
     text = read(f"{TRACING}/trace")
-    lost = 0
-    for line in text.splitlines():
-        m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
-        if m:
-            lost = int(m[2]) - int(m[1])
-    return text, lost
+    return text, trace_lost(text)
 
 
 LINE_RE = re.compile(r"\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<rest>.*)")

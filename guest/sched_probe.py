@@ -112,12 +112,16 @@ def trace_stop():
     write(f"{ev}/enable", "0")
     write(f"{ev}/trigger", "!stacktrace")
     text = read(f"{TRACING}/trace")
-    lost = 0
+    return parse_trace(text), trace_lost(text)
+
+
+def trace_lost(text):
+    """Events the ring buffer dropped, from the trace file's header."""
     for line in text.splitlines():
         m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
         if m:
-            lost = int(m[2]) - int(m[1])
-    return parse_trace(text), lost
+            return int(m[2]) - int(m[1])
+    return 0
 
 
 def cpu_fields_delta(before, after):
