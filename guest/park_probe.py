@@ -89,9 +89,8 @@ def trace_start():
 
 
 def trace_stop():
+    # The events stay enabled: disabling them would patch code (see vm.py).
     write(f"{TRACING}/tracing_on", "0")
-    write(f"{TRACING}/events/sched/sched_switch/enable", "0")
-    write(f"{TRACING}/events/timer/hrtimer_expire_entry/enable", "0")
     text = read(f"{TRACING}/trace")
     return text, trace_lost(text)
 
@@ -229,6 +228,7 @@ def cmd_evacuate(args):
                                    stderr=subprocess.DEVNULL))
     result = {"status": []}
     try:
+        start = read("/proc/schedstat")
         trace_start()
         # Park while hackbench and the hog run on the CPUs to park.
         hb = hackbench(args.loops, wait=False)
@@ -244,7 +244,8 @@ def cmd_evacuate(args):
         marker("UNPARK")
         result["unpark_errno"], result["unpark_write_ns"] = park("")
         result["parked_after_unpark"] = parked()
-        result["status"].append(hackbench(max(args.loops // 5, 10)))
+        result["status"].append(hackbench(args.loops))
+        end = read("/proc/schedstat")
         text, result["trace_lost"] = trace_stop()
         if args.keep_trace:
             write(args.keep_trace, text)
@@ -258,6 +259,7 @@ def cmd_evacuate(args):
     # from just after it (a steal already under way may finish).
     result["schedstat_parked"] = schedstat_delta(s0, s1)
     result["schedstat_after_write"] = schedstat_delta(s0w, s1)
+    result["schedstat_whole_run"] = schedstat_delta(start, end)
     json.dump(result, sys.stdout)
     print()
     return 0

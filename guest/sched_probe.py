@@ -107,9 +107,9 @@ def parse_trace(text):
 
 
 def trace_stop():
+    # The event stays enabled: disabling it would patch code (see vm.py).
     write(f"{TRACING}/tracing_on", "0")
     ev = f"{TRACING}/events/sched/sched_migrate_task"
-    write(f"{ev}/enable", "0")
     write(f"{ev}/trigger", "!stacktrace")
     text = read(f"{TRACING}/trace")
     return parse_trace(text), trace_lost(text)

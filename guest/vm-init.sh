@@ -12,6 +12,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+# Events are enabled from boot (see vm.py); record only when a probe asks.
+echo 0 >/sys/kernel/tracing/tracing_on 2>/dev/null
 dmesg --follow >"$out/dmesg.stream" 2>/dev/null &
 follower=$!
 

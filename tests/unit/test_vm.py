@@ -145,3 +145,10 @@ def test_guest_that_dies_is_reported_with_its_console(fake_vng, monkeypatch):
 def test_vng_command_asks_for_the_console():
     cmd = vm.vng_command("/k/bzImage", vm.PRESETS["smp2"], "/o", "true", vng="vng")
     assert "--verbose" in cmd
+
+
+def test_traced_events_are_enabled_at_boot():
+    cmd = vm.vng_command("/k/bzImage", vm.PRESETS["smp2"], "/o", "true", vng="vng")
+    appended = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--append"]
+    assert ("trace_event=sched:sched_switch,sched:sched_migrate_task,"
+            "timer:hrtimer_expire_entry") in appended

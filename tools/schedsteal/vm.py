@@ -40,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_INIT = REPO / "guest" / "vm-init.sh"
+TRACE_EVENTS = ("sched:sched_switch", "sched:sched_migrate_task",
+                "timer:hrtimer_expire_entry")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +184,12 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            "--verbose",
            "--rwdir", outdir, "--cwd", str(REPO),
            # 9p root needs a device name to mount; vng leaves it empty.
-           "--append", "root=/dev/root"]
+           "--append", "root=/dev/root",
+           # The events the probes trace, enabled while only the boot CPU
+           # runs: turning a tracepoint on later patches its static call
+           # with text_poke_bp(), which QEMU's multi-threaded TCG can get
+           # wrong ("Oops: int3"). The probes only switch tracing_on.
+           "--append", f"trace_event={','.join(TRACE_EVENTS)}"]
     for a in append or []:
         cmd += ["--append", a]
     return cmd + ["--exec", init]
