@@ -23,7 +23,6 @@ host-side tests (tests/vm/test_park.py) assert on.
         and bringing them back takes, under the same CPU hog.
 """
 import argparse
-import errno
 import json
 import os
 import random
@@ -33,27 +32,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from schedsteal import schedstat  # noqa: E402
 from schedsteal.schedstat import format_cpulist, parse_cpulist  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sched_probe import trace_lost  # noqa: E402
+from sched_probe import cpu_fields_delta, read, trace_lost, write  # noqa: E402
 
 PARKED = "/sys/devices/system/cpu/parked"
 FEATURES = "/sys/kernel/debug/sched/features"
 TRACING = "/sys/kernel/tracing"
 # Tasks of the workloads this probe starts (comm prefixes).
 WORKLOAD = ("hackbench", "stress-ng", "cyclictest")
-
-
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def write(path, value):
-    with open(path, "w") as f:
-        f.write(value)
 
 
 def park(cpus):
@@ -178,10 +166,10 @@ def evacuation(events, cpus):
 
 
 def schedstat_delta(before, after):
-    a, b = schedstat.parse_schedstat(before), schedstat.parse_schedstat(after)
-    return {cpu: {k: v - a.cpus[cpu].fields.get(k, 0) for k, v in st.fields.items()
-                  if k.startswith(("park_", "steal"))}
-            for cpu, st in b.cpus.items() if cpu in a.cpus}
+    """Per-CPU deltas of the park and steal fields."""
+    _, _, per_cpu = cpu_fields_delta(before, after)
+    return {cpu: {k: v for k, v in d.items() if k.startswith(("park_", "steal"))}
+            for cpu, d in per_cpu.items()}
 
 
 def hackbench(loops, wait=True):
