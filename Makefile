@@ -1,40 +1,51 @@
 # sched-steal: build, boot and measure the series. `make help` lists targets.
 SHELL := /bin/bash
+# pipefail: a failed build must never hand an empty path to the next step.
+.SHELLFLAGS := -eu -o pipefail -c
 CONFIG ?= test
 PRESET ?= smp2
-CACHE ?= $(or $(SCHED_STEAL_CACHE),$(HOME)/.cache/sched-steal)
-PY := $(CACHE)/venv/bin/python
-export SCHED_STEAL_CACHE := $(CACHE)
-export PYTHONPATH := $(CURDIR)/tools
+# scripts/lib.sh is the one definition of the cache directory.
+CACHE := $(shell scripts/lib.sh --cache-dir)
+export SCHEDSTEAL_CACHE := $(CACHE)
+VENV := $(CACHE)/venv
+PY := $(VENV)/bin/python
+STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel vm demo baseline bench-steal bench-park test test-unit test-series test-vm \
-	worktree export-patches checkpatch clean-build
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park test test-unit \
+	test-series test-vm fresh-check worktree export-patches checkpatch clean-build
 
 help:
 	@echo "make demo            build, boot $(PRESET) and print an A/B table"
-	@echo "make test            every test: tools, series, kernel build, boots"
-	@echo "make kernel [CONFIG=test|debug]   build the series; last line is the bzImage"
+	@echo "make test            every test: tools, series, kernel builds, boots (what CI runs)"
+	@echo "make kernel [CONFIG=test|debug]   build the series; prints the bzImage path"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
+	@echo "make fresh-check [FRESH=setup|demo|test]   the README path in a fresh Debian 12 chroot"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
-	@echo "presets:"; $(PY) -m schedsteal.vm presets 2>/dev/null || true
+	@echo "presets:"; if [ -x $(VENV)/bin/schedsteal-vm ]; then $(VENV)/bin/schedsteal-vm presets; \
+		else echo "  (run make setup first)"; fi
 
 setup:
-	@scripts/setup-host.sh
+	@$(STAGE) setup scripts/setup-host.sh
 
 kernel: setup
 	@scripts/build-kernel.sh $(CONFIG)
 
+# Both kernels the tests boot, each its own timed stage.
+kernels: setup
+	@$(STAGE) build-test-kernel scripts/build-kernel.sh test >/dev/null
+	@$(STAGE) build-debug-kernel scripts/build-kernel.sh debug >/dev/null
+
 vm: setup
 	@test -n "$$CMD" || { echo "make vm: CMD='...' is required" >&2; exit 2; }
-	@k=$$(scripts/build-kernel.sh $(CONFIG) | tail -n 1) && \
-	$(PY) -m schedsteal.vm run --kernel "$$k" --preset $(PRESET) -- "$$CMD"
+	@k=$$(scripts/build-kernel.sh $(CONFIG)); \
+	$(VENV)/bin/schedsteal-vm run --kernel "$$k" --preset $(PRESET) -- "$$CMD"
 
 demo: setup
-	@scripts/demo.sh $(PRESET)
+	@$(STAGE) demo scripts/demo.sh $(PRESET)
 
 baseline: setup
 	@scripts/baseline.sh
@@ -45,18 +56,22 @@ bench-steal: setup
 bench-park: setup
 	@scripts/bench-park.sh
 
-test: setup test-unit test-series test-vm
+test: setup
+	@$(MAKE) --no-print-directory test-unit test-series test-vm
 
 test-unit:
-	$(PY) -m pytest -q tests/unit
+	@$(STAGE) unit-tests $(PY) -m pytest -q tests/unit
 
 test-series:
-	$(PY) -m pytest -q tests/series
+	@$(STAGE) series-tests $(PY) -m pytest -q tests/series
 
-test-vm:
-	@t=$$(scripts/build-kernel.sh test | tail -n 1) && \
-	d=$$(scripts/build-kernel.sh debug | tail -n 1) && \
-	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" $(PY) -m pytest -q tests/vm
+test-vm: kernels
+	@t=$$(scripts/build-kernel.sh test); d=$$(scripts/build-kernel.sh debug); \
+	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" \
+		$(STAGE) vm-tests $(PY) -m pytest -q tests/vm
+
+fresh-check:
+	@$(STAGE) fresh-check-$(or $(FRESH),setup) scripts/fresh-check.sh $(or $(FRESH),setup)
 
 worktree: setup
 	@scripts/worktree.sh

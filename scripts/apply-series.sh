@@ -14,9 +14,12 @@ if [ "$tree" != "$KTREE" ] && [ ! -e "$tree/.git" ]; then
 	git -C "$KTREE" worktree add -q --detach "$tree" base
 fi
 
-want=$(series_hash)
-have=$(git -C "$tree" config --get sched-steal.series-hash || true)
-if [ "$want" = "$have" ] && [ -z "$(git -C "$tree" status --porcelain --untracked-files=no)" ]; then
+# "hash head": the series this tree holds, and the commit it ended at, so
+# that a tree moved to another commit since is applied again.
+want="$(series_hash) "
+have=$(tree_state "$tree" series)
+if [ -n "$have" ] && [ "$have" = "$want$(git -C "$tree" rev-parse HEAD)" ] &&
+	[ -z "$(git -C "$tree" status --porcelain --untracked-files=no)" ]; then
 	log "$tree already has the series applied ($(series_files | wc -l) patches)"
 	exit 0
 fi
@@ -42,11 +45,11 @@ while IFS= read -r patch; do
 	n=$((n + 1))
 	if ! git am -q --keep-cr "$patch" >/dev/null 2>&1; then
 		git am --abort >/dev/null 2>&1 || true
-		git config --unset sched-steal.series-hash || true
+		set_tree_state "$tree" series ""
 		die "patch $n (${patch##*/}) does not apply to base $(git log -1 --format=%s base)"
 	fi
 done < <(series_files)
-git config sched-steal.series-hash "$want"
+set_tree_state "$tree" series "$want$(git rev-parse HEAD)"
 while read -r mtime f; do
 	if [ -e "$f" ] && git diff --quiet "$old_head" HEAD -- "$f"; then
 		touch -d "@$mtime" "$f"

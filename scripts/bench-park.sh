@@ -13,8 +13,6 @@
 runs=${RUNS:-10}
 park=${PARK:-2-7}
 mode="sh:guest/cpu-mode.sh"
-py=$VENV/bin/python
-export PYTHONPATH=$REPO/tools
 
 A="$mode all" B="$mode park $park" RUNS=$runs LOOPS=${LOOPS:-200} GROUPS_LIST=1,2,4 \
 	OUT=$REPO/out/park-hackbench-all-vs-parked "$REPO/scripts/demo.sh" overcommit8
@@ -26,12 +24,12 @@ A="$mode all" B="$mode park $park" WORKLOAD=stress-ng-cpu GROUPS_LIST=8 RUNS=$ru
 out=$REPO/out/park-timing
 rm -rf "$out"
 mkdir -p "$out"
-kernel=$("$REPO/scripts/build-kernel.sh" test | tail -n 1)
+kernel=$("$REPO/scripts/build-kernel.sh" test)
 log "booting overcommit8: park/unpark and hotplug timings, 5 runs each"
-"$py" -m schedsteal.vm run --kernel "$kernel" --preset overcommit8 --keep "$out" \
+"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset overcommit8 --keep "$out" \
 	--timeout 3000 -- "for i in 1 2 3 4 5; do python3 guest/park_probe.py evacuate --park $park || exit 1; done
 python3 guest/park_probe.py hotplug --cpus $park --repeat 5" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2
 	die "guest run failed (full log: $out/guest.log)"
 }
-"$py" -m schedsteal.parktiming "$out/guest.log" | tee "$out/timing.txt"
+"$VENV/bin/parktiming" "$out/guest.log" | tee "$out/timing.txt"

@@ -3,7 +3,7 @@
 #
 # usage: build-kernel.sh [test|debug] [TREE]
 # The config is `make tinyconfig` + configs/test.config (+ configs/debug.config).
-# The bzImage path is the last line of output.
+# The bzImage path is the only line on stdout; progress goes to stderr.
 . "$(dirname "$0")/lib.sh"
 
 config=${1:-test}
@@ -25,6 +25,8 @@ mkdir -p "$out" "$CCACHE_DIR"
 command -v ccache >/dev/null || die "ccache not found (run scripts/setup-host.sh)"
 
 jobs=$(($(nproc) + 1))
+# Objects in a full build, for the first progress estimate (measured).
+declare -A FULL_BUILD_OBJECTS=([test]=1500 [debug]=1700)
 kmake() { make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" "$@"; }
 
 # Regenerate .config only when a fragment changed: olddefconfig rewrites
@@ -39,8 +41,30 @@ if [ "$(cat "$out/.config-stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$out/.co
 	echo "$stamp" >"$out/.config-stamp"
 fi
 
-log "building $config kernel ($jobs jobs)"
-start=$(date +%s)
-kmake -s bzImage >&2
-log "built in $(($(date +%s) - start)) s"
+# Filter kbuild's one-line-per-step output into a progress line every 30
+# s; everything else (warnings, errors) passes through. The estimate is
+# the object count of this build directory's last full build.
+progress() { # ESTIMATE
+	local est=$1 n=0 last=$SECONDS line
+	while IFS= read -r line; do
+		if [[ $line =~ ^\ \ (CC|AS)(\ \[M\])?\ +[^\ ]+\.o$ ]]; then
+			n=$((n + 1))
+			if ((SECONDS - last >= 30)); then
+				last=$SECONDS
+				log "$config: $n of ~$est objects compiled ($((n * 100 / est))%), $((SECONDS - start)) s"
+			fi
+		elif ! [[ $line =~ ^\ \ [A-Z0-9_]+(\ \[M\])?\ +[^\ ]+$ ||
+			$line =~ ^make(\[[0-9]+\])?:\ (Entering|Leaving)\ directory ]]; then
+			printf '%s\n' "$line" >&2
+		fi
+	done
+	log "$config: $n objects compiled"
+}
+est=$(cat "$out/.objects" 2>/dev/null || true)
+[ "${est:-0}" -gt 100 ] 2>/dev/null || est=${FULL_BUILD_OBJECTS[$config]}
+log "building $config kernel ($jobs jobs; a full build compiles ~$est objects)"
+start=$SECONDS
+kmake bzImage 2>&1 | progress "$est"
+find "$out" -name '*.o' | wc -l >"$out/.objects"
+log "built in $((SECONDS - start)) s"
 echo "$out/arch/x86/boot/bzImage"

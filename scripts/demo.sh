@@ -15,11 +15,9 @@ preset=${1:-smp2}
 runs=${RUNS:-5}
 groups=${GROUPS_LIST:-1,2,4}
 loops=${LOOPS:-200}
-py=$VENV/bin/python
-export PYTHONPATH=$REPO/tools
 
 workload=${WORKLOAD:-hackbench-process-pipe}
-kernel=$("$REPO/scripts/build-kernel.sh" test | tail -n 1)
+kernel=$("$REPO/scripts/build-kernel.sh" test)
 # The latency workload is ours: build it where the guest can see it.
 mkdir -p "$CACHE/bin"
 if [ "$REPO/guest/wakeup-latency.c" -nt "$CACHE/bin/wakeup-latency" ]; then
@@ -44,11 +42,11 @@ python3 -m schedsteal.abbench run --a "${A:-\$a}" --b "${B:-\$b}" \
 GUEST
 )
 log "booting $preset: $workload $groups x $runs runs per setting"
-"$py" -m schedsteal.vm run --kernel "$kernel" --preset "$preset" \
+"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" \
 	--keep "$out" --timeout 3000 -- "$guest" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2
 	die "guest run failed (full log: $out/guest.log)"
 }
-"$py" -m schedsteal.abbench report "$out/ab.json" --plot "$out/ab.png"
-"$py" -m schedsteal.abbench report "$out/ab.json" --json >"$out/report.json"
+"$VENV/bin/abbench" report "$out/ab.json" --plot "$out/ab.png"
+"$VENV/bin/abbench" report "$out/ab.json" --json >"$out/report.json"
 log "results: $out/ab.json, $out/ab.png, $out/report.json"

@@ -24,5 +24,5 @@ for f in "$tmp"/*.patch; do
 	n=$((n + 1))
 done
 cp "$tmp/series" "$REPO/patches/series"
-git -C "$tree" config sched-steal.exported-head "$(git -C "$tree" rev-parse HEAD)"
+set_tree_state "$tree" exported-head "$(git -C "$tree" rev-parse HEAD)"
 log "exported $n patches to patches/"

@@ -4,55 +4,75 @@
 #
 # If the pinned version has left the archive, fall back to the newest 6.12
 # package with a loud warning; apply-series.sh then tells whether the
-# series still applies.
+# series still applies. The archive is asked again at most once a day.
 . "$(dirname "$0")/lib.sh"
 
 installed_version() {
+	# dpkg-query fails when the package was never installed: that is "none".
 	dpkg-query -W -f '${Status} ${Version}\n' "$SRC_PKG" 2>/dev/null |
-		awk '$3 == "installed" { print $4 }'
+		awk '$3 == "installed" { print $4 }' || true
+}
+
+archive_has() { # VERSION: is it in the package lists?
+	apt-cache madison "$SRC_PKG" 2>/dev/null | awk '{ print $3 }' | grep -qxF "$1"
+}
+
+apt_install() {
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
 }
 
 ensure_package() {
-	local have
+	local have stamp
 	have=$(installed_version)
 	[ "$have" = "$BASE_VERSION" ] && return 0
-	if apt-cache madison "$SRC_PKG" 2>/dev/null | awk '{ print $3 }' | grep -qxF "$BASE_VERSION" ||
-		{ as_root apt-get update -qq && apt-cache madison "$SRC_PKG" | awk '{ print $3 }' | grep -qxF "$BASE_VERSION"; }; then
+	stamp=$CACHE/apt-checked-$BASE_VERSION
+	# Stale package lists, or none yet (a fresh machine): refresh them, but
+	# not on every build of a machine that runs the fallback version.
+	if ! archive_has "$BASE_VERSION" && [ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ]; then
+		log "looking for $SRC_PKG $BASE_VERSION in the archive (apt-get update)"
+		as_root apt-get update -qq
+		mkdir -p "$CACHE"
+		touch "$stamp"
+	fi
+	if archive_has "$BASE_VERSION"; then
 		log "installing $SRC_PKG=$BASE_VERSION"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-			--allow-downgrades "$SRC_PKG=$BASE_VERSION" >&2
+		apt_install --allow-downgrades "$SRC_PKG=$BASE_VERSION"
 		return 0
+	fi
+	if [ -z "$have" ] && ! apt-cache madison "$SRC_PKG" 2>/dev/null | grep -q .; then
+		die "no $SRC_PKG package in the archive: enable bookworm-security in /etc/apt/sources.list (see README)"
 	fi
 	warn "$SRC_PKG $BASE_VERSION is no longer in the archive; falling back to the newest 6.12 package"
 	warn "results are NOT comparable with those recorded for $BASE_VERSION; update BASE_VERSION once the series is checked"
-	if [ -z "$have" ]; then
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$SRC_PKG" >&2
-	fi
+	[ -n "$have" ] || apt_install "$SRC_PKG"
 }
 
 tree_version() {
-	git -C "$KTREE" log -1 --format=%s base 2>/dev/null | sed -n 's/^base: .* \([^ ]*\)$/\1/p'
+	git -C "$KTREE" log -1 --format=%s base 2>/dev/null | sed -n 's/^base: .* \([^ ]*\)$/\1/p' || true
 }
 
 main() {
 	ensure_package
-	local ver tarball tmp
+	local ver tarball tmp why
 	ver=$(installed_version)
 	[ -n "$ver" ] || die "$SRC_PKG is not installed"
 	if [ "$(tree_version)" = "$ver" ]; then
 		log "kernel tree $KTREE is at $SRC_PKG $ver"
 		return 0
 	fi
+	# A new base replaces the tree, and the developer worktree with it.
+	why=$(worktree_unexported)
+	[ -z "$why" ] || die "not replacing $KTREE with $SRC_PKG $ver: $why"
 	tarball=/usr/src/$SRC_PKG.tar.xz
 	[ -r "$tarball" ] || die "$tarball not found (is $SRC_PKG installed?)"
 	log "extracting $tarball (about a minute)"
 	mkdir -p "$CACHE"
 	tmp=$(mktemp -d "$CACHE/extract.XXXXXX")
 	tar -C "$tmp" -xf "$tarball"
-	rm -rf "$KTREE"
+	rm -rf "$KTREE" "$WORKTREE"
 	mv "$tmp/$SRC_PKG" "$KTREE"
 	rmdir "$tmp"
-	log "creating the pristine base commit"
+	log "creating the pristine base commit (about a minute)"
 	(
 		cd "$KTREE"
 		git init -q -b series

@@ -1,14 +1,31 @@
+#!/usr/bin/env bash
 # shellcheck shell=bash
-# Common settings for the sched-steal scripts. Source it, do not run it.
+# Common settings for the sched-steal scripts. Source it, do not run it
+# (except as `lib.sh --cache-dir`, which prints the cache directory for the
+# Makefile and the Python tools: this file is its only definition).
 #
 # Everything big (kernel tree, build output, virtualenv, ccache) lives in
-# $SCHED_STEAL_CACHE, outside the repository, so nothing of it is ever
+# $SCHEDSTEAL_CACHE, outside the repository, so nothing of it is ever
 # committed and a fresh clone can reuse a warm cache.
 
-set -euo pipefail
+set -Eeuo pipefail
+
+# Every failure names itself: script, line, command and status. Without
+# this, `set -e` ends a script silently (a failed `x=$(cmd)` prints nothing).
+trap 'on_error $? "${BASH_SOURCE[0]:-$0}" "$LINENO" "$BASH_COMMAND"' ERR
+on_error() {
+	printf '%s: error: %s:%s: `%s` failed (status %s)\n' \
+		"${0##*/}" "${2##*/}" "$3" "$4" "$1" >&2
+}
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${SCHED_STEAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sched-steal}
+CACHE=${SCHEDSTEAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sched-steal}
+export SCHEDSTEAL_CACHE=$CACHE
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	[ "${1:-}" = --cache-dir ] || { echo "usage: lib.sh --cache-dir" >&2; exit 2; }
+	echo "$CACHE"
+	exit 0
+fi
 BASE_VERSION=$(tr -d '[:space:]' <"$REPO/BASE_VERSION")
 SRC_PKG=linux-source-6.12
 KTREE=$CACHE/linux                 # git tree: commit "base" + the series
@@ -36,6 +53,36 @@ series_files() {
 # A hash of the series content: tells whether the tree is current.
 series_hash() {
 	{ cat "$REPO/BASE_VERSION"; series_files | xargs -r cat; } | sha256sum | cut -c1-16
+}
+
+# Per-tree state (series hash, applied/exported heads) lives in the tree's
+# own git directory: `git config` is shared between a repository and its
+# worktrees, so a new worktree would inherit the build tree's state.
+tree_state_file() { # TREE NAME
+	printf '%s/sched-steal-%s\n' "$(git -C "$1" rev-parse --absolute-git-dir)" "$2"
+}
+tree_state() { # TREE NAME: print the value, empty if unset
+	cat "$(tree_state_file "$1" "$2")" 2>/dev/null || true
+}
+set_tree_state() { # TREE NAME VALUE (empty VALUE removes it)
+	local f
+	f=$(tree_state_file "$1" "$2")
+	if [ -n "$3" ]; then echo "$3" >"$f"; else rm -f "$f"; fi
+}
+
+# Why the developer worktree must not be thrown away, or nothing.
+worktree_unexported() {
+	[ -e "$WORKTREE/.git" ] || return 0
+	if [ -n "$(git -C "$WORKTREE" status --porcelain --untracked-files=no)" ]; then
+		echo "$WORKTREE has uncommitted changes; commit and export them, or reset them first"
+		return 0
+	fi
+	local head
+	head=$(git -C "$WORKTREE" rev-parse HEAD)
+	if [ "$head" != "$(tree_state "$WORKTREE" exported-head)" ] &&
+		[ "$head" != "$(tree_state "$WORKTREE" applied-head)" ]; then
+		echo "$WORKTREE has commits that were not exported (run make export-patches first)"
+	fi
 }
 
 as_root() {

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Install what building, booting and measuring needs, idempotently:
-# Debian packages (compiler, QEMU, ccache, workloads) and a virtualenv in
-# the cache directory with virtme-ng, pytest and matplotlib.
+# Debian packages (compiler, QEMU, ccache, workloads, what virtme-ng's
+# guest init runs) and a virtualenv in the cache directory with
+# virtme-ng, pytest, matplotlib and this project's tools (pyproject.toml).
 . "$(dirname "$0")/lib.sh"
 
 DEB_PACKAGES=(
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd
-	ccache perl git
-	qemu-system-x86 udev          # udev creates /dev/virtio-ports for virtme-ng
-	rt-tests stress-ng linux-perf # workloads: hackbench, stress-ng, perf bench
-	python3-venv
+	ccache perl git python3 python3-venv
+	qemu-system-x86
+	# virtme-ng's guest init runs udevd (/dev/virtio-ports), systemd-tmpfiles
+	# and `ip link set dev lo up`; a minimal Debian has none of them.
+	udev systemd iproute2
+	procps util-linux                 # ps, taskset, dmesg in the guest scripts
+	rt-tests stress-ng linux-perf     # workloads: hackbench, cyclictest, stress-ng, perf bench
 )
 # Pinned so that a guest boots the same way on every machine.
 PY_PACKAGES=(virtme-ng==1.42 pytest matplotlib)
+# Debian's interpreter, not whatever python3 is first on PATH: the same
+# on every machine, and the one the guest runs.
+PYTHON=/usr/bin/python3
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -25,12 +32,22 @@ if [ ${#missing[@]} -gt 0 ]; then
 		"${missing[@]}" >&2
 fi
 
-stamp=$(printf '%s\n' "${PY_PACKAGES[@]}" | sha256sum | cut -c1-16)
+stamp=$( (printf '%s\n' "${PY_PACKAGES[@]}"; "$PYTHON" --version) | sha256sum | cut -c1-16)
 if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$stamp" ]; then
 	log "creating virtualenv $VENV"
-	python3 -m venv "$VENV"
+	rm -rf "$VENV"
+	"$PYTHON" -m venv "$VENV"
 	"$VENV/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}" >&2
 	echo "$stamp" >"$VENV/.stamp"
+fi
+# The project's own package, editable: console scripts (schedstat,
+# abbench, schedsteal-vm, ...) that run this checkout's code. Another
+# checkout (a CI clone) installs itself in turn.
+pkg_stamp="$REPO $(sha256sum <"$REPO/pyproject.toml" | cut -c1-16)"
+if [ "$(cat "$VENV/.stamp-schedsteal" 2>/dev/null)" != "$pkg_stamp" ]; then
+	log "installing the schedsteal tools from $REPO into $VENV"
+	"$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps -e "$REPO" >&2
+	echo "$pkg_stamp" >"$VENV/.stamp-schedsteal"
 fi
 "$REPO/scripts/get-source.sh"
 log "host ready (cache: $CACHE)"

@@ -4,7 +4,7 @@ and round-trips through the developer workflow without noise.
 These tests use a scratch git worktree of the kernel tree in the cache
 directory, so they never disturb the build tree's timestamps.
 """
-import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("SCHED_STEAL_CACHE", Path.home() / ".cache" / "sched-steal"))
+CACHE = Path(subprocess.run([str(REPO / "scripts" / "lib.sh"), "--cache-dir"], check=True,
+                            capture_output=True, text=True).stdout.strip())
 SCRATCH = CACHE / "test-tree" / "linux"
 
 
@@ -55,6 +56,22 @@ def test_series_applies_to_pristine_base():
     subjects = [s for s in log if s]
     assert len(subjects) == len(series())
     assert sh("git", "status", "--porcelain", "--untracked-files=no", cwd=SCRATCH).stdout == ""
+
+
+def test_new_worktree_gets_the_series_when_the_build_tree_has_it():
+    """A worktree made after the build tree got the series starts at base
+    and must get the series too (its state is its own, not shared)."""
+    sh(str(REPO / "scripts" / "apply-series.sh"))          # the build tree
+    ktree = CACHE / "linux"
+    fresh = CACHE / "test-tree" / "fresh" / "linux"
+    sh("git", "worktree", "remove", "--force", str(fresh), cwd=ktree, check=False)
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        sh(str(REPO / "scripts" / "apply-series.sh"), str(fresh))
+        n = sh("git", "rev-list", "--count", "base..HEAD", cwd=fresh).stdout.strip()
+        assert int(n) == len(series())
+    finally:
+        sh("git", "worktree", "remove", "--force", str(fresh), cwd=ktree, check=False)
 
 
 def test_each_patch_is_one_commit_with_a_message():
@@ -112,10 +129,29 @@ def test_patch_that_does_not_apply_fails_clearly(tmp_path):
     assert sh("git", "status", "--porcelain", "--untracked-files=no", cwd=SCRATCH).stdout == ""
 
 
+# What a fragment line may be: blank, a comment, an option set, or an
+# option unset in Kconfig's exact words. A comment that starts like an
+# option ("# CONFIG_X is nto set") is a typo that merge_config ignores.
+FRAGMENT_LINE = re.compile(r"""
+    \s*$
+  | \#\ CONFIG_[A-Za-z0-9_]+\ is\ not\ set$
+  | \#(?!\ ?CONFIG_).*$
+  | CONFIG_[A-Za-z0-9_]+=(y|m|n|-?\d+|0x[0-9a-fA-F]+|"[^"]*")$
+""", re.X)
+
+
+def fragment_errors(text):
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1)
+            if not FRAGMENT_LINE.match(line)]
+
+
 @pytest.mark.parametrize("frag", ["test.config", "debug.config"])
 def test_config_fragments_are_well_formed(frag):
-    for n, line in enumerate((REPO / "configs" / frag).read_text().splitlines(), 1):
-        ok = (not line.strip() or line.startswith("## ") or line.startswith("# CONFIG_")
-              and line.endswith(" is not set") or line.startswith("CONFIG_") and "=" in line
-              or line.startswith("# "))
-        assert ok, f"{frag}:{n}: {line!r}"
+    assert fragment_errors((REPO / "configs" / frag).read_text()) == []
+
+
+@pytest.mark.parametrize("line", ["# CONFIG_X is nto set", "# CONFIG_X is not set ",
+                                  "CONFIG_X", "CONFIG_X=", "CONFIG_X=yes please",
+                                  "#CONFIG_X is not set", "config_x=y"])
+def test_fragment_check_rejects_malformed_lines(line):
+    assert fragment_errors(f"## ok\nCONFIG_A=y\n{line}\n") == [(3, line)]

@@ -1,0 +1,156 @@
+"""The host scripts on the paths a fresh machine takes, without touching
+the machine: dpkg-query, apt-cache, apt-get and sudo are replaced by
+stand-ins on PATH, and the cache directory is a temporary one."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+BASE = (REPO / "BASE_VERSION").read_text().strip()
+GIT_ID = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid",
+          "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"}
+
+
+def run(cmd, env, cwd=REPO):
+    return subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A fake package manager on PATH and an empty cache directory.
+
+    host.installed: the linux-source-6.12 version dpkg reports (None: not
+    installed); host.archive: the versions apt-cache madison lists;
+    host.calls(): the apt-get command lines run so far."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+
+    class Host:
+        cache = tmp_path / "cache"
+        env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}",
+                   SCHEDSTEAL_CACHE=str(tmp_path / "cache"), **GIT_ID)
+
+        def set(self, installed=None, archive=()):
+            (state / "installed").write_text(installed or "")
+            (state / "archive").write_text("".join(f"{v}\n" for v in archive))
+
+        def calls(self):
+            log = state / "apt-get.log"
+            return log.read_text().splitlines() if log.exists() else []
+
+    def tool(name, body):
+        p = bindir / name
+        p.write_text(f"#!/bin/sh\n{body}\n")
+        p.chmod(0o755)
+
+    tool("dpkg-query", f'v=$(cat {state}/installed); [ -n "$v" ] || exit 1\n'
+                       'echo "install ok installed $v"')
+    tool("apt-cache", f'[ "$1" = madison ] || exit 1\n'
+                      f'while read -r v; do echo " linux-source-6.12 | $v | http://x bookworm/main"; '
+                      f'done <{state}/archive')
+    tool("apt-get", f'echo "$*" >>{state}/apt-get.log')
+    tool("sudo", 'exec "$@"')
+    h = Host()
+    h.set()
+    return h
+
+
+def fake_tree(cache, version):
+    """A stand-in kernel tree whose base commit names `version`."""
+    tree = cache / "linux"
+    tree.mkdir(parents=True)
+    env = dict(os.environ, **GIT_ID)
+    for cmd in (["git", "init", "-q", "-b", "series"],
+                ["git", "commit", "-q", "--allow-empty", "-m", f"base: linux-source-6.12 {version}"],
+                ["git", "tag", "base"]):
+        subprocess.run(cmd, cwd=tree, env=env, check=True)
+    return tree
+
+
+def test_a_failing_command_names_itself(tmp_path):
+    script = tmp_path / "fails.sh"
+    script.write_text(f". {SCRIPTS}/lib.sh\necho before\nx=$(false)\necho after\n")
+    p = run(["bash", str(script)], dict(os.environ))
+    assert p.returncode != 0
+    assert p.stdout == "before\n"
+    assert "fails.sh: error: fails.sh:3: `x=$(false)` failed (status 1)" in p.stderr
+
+
+def test_cache_directory_has_one_definition(tmp_path):
+    env = dict(os.environ, SCHEDSTEAL_CACHE=str(tmp_path / "c"))
+    assert run([str(SCRIPTS / "lib.sh"), "--cache-dir"], env).stdout == f"{tmp_path}/c\n"
+    env = {k: v for k, v in os.environ.items() if k != "SCHEDSTEAL_CACHE"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    assert run([str(SCRIPTS / "lib.sh"), "--cache-dir"], env).stdout == f"{tmp_path}/xdg/sched-steal\n"
+    p = run(["make", "-s", "-f", str(REPO / "Makefile"), "-p", "-q", "help"], env)
+    assert f"SCHEDSTEAL_CACHE := {tmp_path}/xdg/sched-steal" in p.stdout
+
+
+def test_source_package_not_installed_yet_gets_installed(host):
+    """A fresh machine: dpkg-query fails for a package never installed.
+    That must lead to the install, not to a silent exit."""
+    host.set(installed=None, archive=[BASE])
+    p = run([str(SCRIPTS / "get-source.sh")], host.env)
+    assert f"installing linux-source-6.12={BASE}" in p.stderr, p.stderr
+    assert any(c.endswith(f"linux-source-6.12={BASE}") and "install" in c for c in host.calls())
+    # The stand-in dpkg still says "not installed": a named error, not silence.
+    assert p.returncode != 0 and "linux-source-6.12 is not installed" in p.stderr
+
+
+def test_missing_security_archive_is_named(host):
+    host.set(installed=None, archive=[])
+    p = run([str(SCRIPTS / "get-source.sh")], host.env)
+    assert p.returncode != 0 and "bookworm-security" in p.stderr, p.stderr
+
+
+def test_fallback_version_does_not_update_apt_on_every_build(host):
+    other = "6.12.999-1~deb12u1"
+    host.set(installed=other, archive=[other])
+    fake_tree(host.cache, other)
+    for _ in range(3):
+        p = run([str(SCRIPTS / "get-source.sh")], host.env)
+        assert p.returncode == 0, p.stderr
+        assert "falling back" in p.stderr
+    assert [c for c in host.calls() if "update" in c] == ["update -qq"]
+
+
+def test_tree_with_unexported_worktree_commits_is_never_replaced(host):
+    host.set(installed=BASE, archive=[BASE])
+    tree = fake_tree(host.cache, "6.12.1-1")           # another version: replace it
+    work = host.cache / "work" / "linux"
+    run(["git", "worktree", "add", "-q", "-b", "dev", str(work), "base"], host.env, cwd=tree)
+    (work / "fair.c").write_text("a change\n")
+    run(["git", "add", "fair.c"], host.env, cwd=work)
+    run(["git", "commit", "-q", "-m", "sched: unexported work"], host.env, cwd=work)
+    p = run([str(SCRIPTS / "get-source.sh")], host.env)
+    assert p.returncode != 0
+    assert "not exported" in p.stderr, p.stderr
+    assert (work / "fair.c").read_text() == "a change\n"
+    assert (tree / ".git").is_dir()
+
+
+def test_makefile_stops_when_the_kernel_build_fails(tmp_path):
+    """`k=$(build ...)` must not go on with an empty kernel path."""
+    repo = tmp_path / "repo"
+    shutil.copytree(SCRIPTS, repo / "scripts")
+    shutil.copy(REPO / "Makefile", repo / "Makefile")
+    shutil.copy(REPO / "BASE_VERSION", repo / "BASE_VERSION")
+    (repo / "scripts" / "setup-host.sh").write_text("#!/bin/sh\nexit 0\n")
+    (repo / "scripts" / "build-kernel.sh").write_text("#!/bin/sh\necho 'build failed' >&2\nexit 1\n")
+    cache = tmp_path / "cache"
+    (cache / "venv" / "bin").mkdir(parents=True)
+    for name in ("schedsteal-vm", "python"):       # whichever the Makefile runs
+        vm = cache / "venv" / "bin" / name
+        vm.write_text(f"#!/bin/sh\ntouch {tmp_path}/vm-ran\n")
+        vm.chmod(0o755)
+    env = dict(os.environ, SCHEDSTEAL_CACHE=str(cache))
+    p = run(["make", "-s", "vm", "CMD=true"], env, cwd=repo)
+    assert p.returncode != 0
+    assert not (tmp_path / "vm-ran").exists(), "vm was started without a kernel"
