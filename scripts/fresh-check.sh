@@ -60,7 +60,8 @@ start=$(date +%s)
 if [ ! -s "$debs" ]; then
 	log "downloading the Debian 12 minbase packages (once)"
 	debootstrap --variant=minbase --include=git,make --make-tarball="$debs.tmp" \
-		bookworm "$fresh/tarball-work" "$mirror" >&2
+		bookworm "$fresh/tarball-work" "$mirror" >"$fresh/debootstrap-download.log" 2>&1 ||
+		{ tail -n 20 "$fresh/debootstrap-download.log" >&2; die "debootstrap --make-tarball failed"; }
 	rm -rf "$fresh/tarball-work"
 	mv "$debs.tmp" "$debs"
 fi
