@@ -115,13 +115,24 @@ def trace_stop():
     return parse_trace(text), trace_lost(text)
 
 
+class TraceError(Exception):
+    pass
+
+
+# Only a comment line is the header: an event's text may quote anything.
+LOST_RE = re.compile(r"^#\s*entries-in-buffer/entries-written: (\d+)/(\d+)", re.M)
+
+
 def trace_lost(text):
-    """Events the ring buffer dropped, from the trace file's header."""
-    for line in text.splitlines():
-        m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
-        if m:
-            return int(m[2]) - int(m[1])
-    return 0
+    """Events the ring buffer dropped, from the trace file's header.
+
+    Without the header nothing says whether events were lost, and a
+    silent 0 would pass every "trace_lost == 0" check: TraceError."""
+    m = LOST_RE.search(text)
+    if not m:
+        raise TraceError("trace has no entries-in-buffer/entries-written "
+                         "header: cannot tell how many events were lost")
+    return int(m[2]) - int(m[1])
 
 
 def cpu_fields_delta(before, after):

@@ -2,6 +2,8 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 spec = importlib.util.spec_from_file_location(
     "sched_probe", Path(__file__).resolve().parents[2] / "guest" / "sched_probe.py")
 probe = importlib.util.module_from_spec(spec)
@@ -78,3 +80,36 @@ def test_parse_trace_stack_without_its_event_is_dropped():
 def test_parse_cpulist():
     assert probe.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
     assert probe.parse_cpulist("") == []
+
+
+
+def test_trace_lost_reads_the_header():
+    assert probe.trace_lost(TRACE) == 0
+    lost = TRACE.replace("6/6   #P:4", "4096/4102   #P:4")
+    assert probe.trace_lost(lost) == 6
+
+
+NO_HEADER = "\n".join(ln for ln in TRACE.splitlines() if "entries-in-buffer" not in ln)
+
+
+@pytest.mark.parametrize("text", [NO_HEADER, "", "# tracer: nop\n#\n"])
+def test_trace_lost_without_the_header_is_an_error(text):
+    # Without its header the trace cannot say whether events were lost:
+    # that must not read as "none lost".
+    with pytest.raises(probe.TraceError, match="entries-in-buffer"):
+        probe.trace_lost(text)
+
+
+def test_trace_lost_ignores_the_header_text_inside_an_event():
+    text = ("# tracer: nop\n"
+            "  sh-1 [000] d..2. 1.0: tracing_mark_write: "
+            "entries-in-buffer/entries-written: 1/1\n")
+    with pytest.raises(probe.TraceError):
+        probe.trace_lost(text)
+
+
+def test_trace_stop_fails_without_the_header(monkeypatch):
+    monkeypatch.setattr(probe, "write", lambda path, value: None)
+    monkeypatch.setattr(probe, "read", lambda path: NO_HEADER)
+    with pytest.raises(probe.TraceError):
+        probe.trace_stop()

@@ -43,7 +43,9 @@ def test_boot_topology_and_hackbench(test_kernel, preset):
 
 
 def test_planted_warning_fails_the_run(test_kernel):
-    res = vm.run(test_kernel, "smp2", "echo 'WARNING: planted by the test' >/dev/kmsg")
+    # The shape of a kernel WARN (the scanner ignores a bare "WARNING:").
+    res = vm.run(test_kernel, "smp2", "echo 'WARNING: CPU: 0 PID: 1 at kernel/sched/fair.c:1 "
+                 "planted_by_the_test+0x0/0x10' >/dev/kmsg")
     assert res.status == 0
     assert [s.kind for s in res.splats] == ["WARNING"]
     assert not res.ok

@@ -2,32 +2,50 @@
 
 The guest is started with virtme-ng under QEMU TCG (KVM does not work on
 the build machines), over a read-only view of the host's root filesystem.
-After every run the guest's kernel log is scanned: a WARNING, BUG, Oops,
-lockdep report, RCU stall or hung-task report fails the run even when the
-command itself succeeded.
+After every run the guest's kernel log is scanned for the kernel's own
+reports (WARNING: CPU: ..., BUG:, Oops, panic, lockdep, RCU stall, hung
+task, lockup, UBSAN, KASAN, list corruption): one fails the run even when
+the command itself succeeded. Lines that programs write to the kernel log
+("virtme-ng-init: WARNING: ...") are not kernel reports.
 
 Usage::
 
-    python3 -m schedsteal.vm presets
-    python3 -m schedsteal.vm run --kernel bzImage --preset smt4 -- hackbench -g 1
-    python3 -m schedsteal.vm scan guest-dmesg.txt
+    schedsteal-vm presets
+    schedsteal-vm run --kernel bzImage --preset smt4 -- hackbench -g 1
+    schedsteal-vm scan guest-dmesg.txt
 
-``run`` prints the guest's output and exits with the command's status, or
-with 1 when the command succeeded but the kernel log has a splat (124 on a
-timeout). ``--keep DIR`` keeps the guest's kernel log and any files the
-command wrote to ``$SCHEDSTEAL_OUT`` (the host directory shared read-write
-with the guest).
+(or ``python3 -m schedsteal.vm ...``). ``run`` prints the guest's output
+and exits with:
+
+    0    the command exited 0 and the kernel log is clean
+    1    the command failed (its status is on stderr:
+         "vm: guest command exited with status N")
+    2    usage or setup error, before any guest booted ("vm: error: ...")
+    3    the kernel log has splats (whatever the command's status)
+    4    the guest stopped before the command finished (a panic, say), or
+         no kernel log came back
+    124  the guest timed out
+
+When several apply, the first of 124, 4, 3, 1 wins. ``--status-file
+FILE`` writes the command's own status there (124 on a timeout), for
+scripts that need it. ``scan`` exits 0 (clean), 3 (splats) or 2 (not a
+kernel log: empty, binary, missing). ``--keep DIR`` keeps the guest's
+kernel log and any files the command wrote to ``$SCHEDSTEAL_OUT`` (the
+host directory shared read-write with the guest).
 
 The kernel console is captured too (QEMU's serial port, kept apart from
 the command's output): when the guest dies before the command finishes, a
 panic at boot say, that is the only kernel log there is, and it is what
-gets scanned and shown.
+gets scanned and shown. What the console printed outside the time the
+guest's copy of the log spans (lost to the ring buffer, or at shutdown)
+is added to that copy and scanned too.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import shlex
@@ -102,24 +120,61 @@ PRESETS = {p.name: p for p in [
            1, 8, 1),
 ]}
 
-# Kernel log lines that fail a run. Kept narrow enough that ordinary boot
-# chatter ("Warning: ..." from firmware tables, say) does not match.
-SPLAT_PATTERNS = [
-    (re.compile(r"\bWARNING:"), "WARNING"),
-    (re.compile(r"\bBUG:"), "BUG"),
-    (re.compile(r"\bOops\b"), "Oops"),
-    (re.compile(r"Kernel panic"), "panic"),
-    (re.compile(r"possible circular locking dependency|"
-                r"possible recursive locking|inconsistent lock state|"
-                r"suspicious RCU usage|lock held when returning|"
-                r"INFO: possible irq lock inversion|"
-                r"WARNING: bad unlock balance"), "lockdep"),
-    (re.compile(r"rcu: INFO: .* detected stalls|rcu_.* self-detected stall"),
+
+class VMError(Exception):
+    pass
+
+
+# What may come before the kernel's own text on a line: the level as
+# dmesg -r ("<4>") or dmesg -x ("kern  :warn  : ") print it, the time, the
+# caller (CONFIG_PRINTK_CALLER). Only facility 0 is the kernel: a program
+# writing to /dev/kmsg is "user" (<8> and up), so those lines never match.
+LINE_PREFIX = re.compile(r"(?:<[0-7]>)?(?:kern\s*:\s*[a-z]+\s*:\s*)?"
+                         r"(?:\[\s*\d+\.\d+\])?(?:\[\s*[TC]\d+\])?\s*")
+TIMESTAMP = re.compile(r"^(?:<\d+>)?(?:[a-z]+\s*:\s*[a-z]+\s*:\s*)?"
+                       r"\[\s*(\d+\.\d+)\]")
+
+# The kernel's report headers, matched at the start of the kernel's text:
+# a program's line has its own name first ("virtme-ng-init: WARNING: ..."),
+# so a word like WARNING or BUG elsewhere in a line is never enough.
+# First match wins: the specific shapes come before the generic BUG.
+_LOCKDEP = "|".join([
+    "possible circular locking dependency detected",
+    "possible recursive locking detected",
+    "inconsistent lock state",
+    "suspicious RCU usage",
+    "bad unlock balance detected!",
+    "lock held when returning to user space!",
+    "possible irq lock inversion dependency detected",
+    r"\S+-safe -> \S+-unsafe lock order detected",
+    "held lock freed!",
+    r"\S+/\d+ still has locks held!",
+    "Nested lock was not taken",
+    "bad contention detected!",
+    "chain_key collision",
+    "trying to register non-static key",
+])
+SPLAT_PATTERNS = [(re.compile(rx), kind) for rx, kind in [
+    (r"WARNING: CPU: \d+ PID: \d+ at ", "WARNING"),
+    (rf"(?:WARNING|INFO): (?:{_LOCKDEP})", "lockdep"),
+    (r"BUG: KASAN: ", "KASAN"),
+    (r"watchdog: BUG: soft lockup - CPU#\d+ stuck", "lockup"),
+    (r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP",
+     "lockup"),
+    (r"BUG: ", "BUG"),
+    (r"[Kk]ernel BUG at ", "BUG"),
+    (r"Oops: ", "Oops"),
+    (r"Kernel panic - not syncing", "panic"),
+    (r"(?:rcu: )?INFO: \S+ (?:detected (?:expedited )?stall|self-detected stall)",
      "RCU stall"),
-    (re.compile(r"INFO: task .* blocked for more than"), "hung task"),
-    (re.compile(r"watchdog: BUG: soft lockup|hard LOCKUP"), "lockup"),
-    (re.compile(r"UBSAN:|KASAN:|kernel BUG at"), "BUG"),
-]
+    (r"INFO: task .+:\d+ blocked for more than \d+ seconds", "hung task"),
+    (r"UBSAN: ", "UBSAN"),
+    (r"list_(?:add|del) corruption|list_add double add", "list corruption"),
+]]
+CUT_HERE = re.compile(r"-+\[ cut here \]-+\s*$")
+# A "cut here" announces a report a few lines on (WARN() prints its own
+# message in between); alone, it is a report we do not know by name.
+CUT_HERE_REACH = 8
 
 
 @dataclasses.dataclass
@@ -129,15 +184,50 @@ class Splat:
     lineno: int
 
 
+def kernel_text(line: str) -> str:
+    """The kernel's own message in a log line, without level and time."""
+    return line[LINE_PREFIX.match(line).end():]
+
+
 def scan_dmesg(text: str) -> list[Splat]:
-    """Return every line of a kernel log that reports a splat."""
-    found = []
+    """Return every line of a kernel log that starts a kernel report."""
+    found, cut = [], None
     for n, line in enumerate(text.splitlines(), 1):
-        for rx, kind in SPLAT_PATTERNS:
-            if rx.search(line):
-                found.append(Splat(kind, line.rstrip(), n))
-                break
+        msg = kernel_text(line)
+        kind = next((k for rx, k in SPLAT_PATTERNS if rx.match(msg)), None)
+        if cut and (kind or CUT_HERE.match(msg) or n - cut.lineno > CUT_HERE_REACH):
+            if not kind:
+                found.append(cut)
+            cut = None
+        if kind:
+            found.append(Splat(kind, line.rstrip(), n))
+        elif CUT_HERE.match(msg):
+            cut = Splat("cut here", line.rstrip(), n)
+    if cut:
+        found.append(cut)
     return found
+
+
+def is_kernel_log(text: str) -> bool:
+    """Whether some line has the kernel log's time stamp or banner."""
+    return any(TIMESTAMP.match(ln) or "Linux version " in ln
+               for ln in text.splitlines())
+
+
+def read_kernel_log(path: str) -> str:
+    """A kernel log file's text; VMError when there is no kernel log in it."""
+    data = Path(path).read_bytes()
+    if not data.strip():
+        raise VMError(f"{path} is empty: no kernel log to scan")
+    text = data.decode(errors="replace")
+    # dmesg escapes what it cannot print, so a real log has no NUL and
+    # next to no bytes that are not UTF-8.
+    if b"\0" in data or text.count("\ufffd") * 100 > len(text):
+        raise VMError(f"{path} is binary, not a kernel log")
+    if not is_kernel_log(text):
+        raise VMError(f"{path} has no kernel log line (no [ time ] stamp, "
+                      "no Linux version banner)")
+    return text
 
 
 def splat_context(text: str, splats: list[Splat], after: int = 12) -> str:
@@ -153,18 +243,27 @@ def splat_context(text: str, splats: list[Splat], after: int = 12) -> str:
     return "\n".join(out)
 
 
-class VMError(Exception):
-    pass
-
-
 def tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def cache_dir() -> Path:
+    """The project's cache directory, as scripts/lib.sh (its one
+    definition) says."""
+    out = subprocess.run([str(REPO / "scripts" / "lib.sh"), "--cache-dir"],
+                         capture_output=True, text=True, check=True).stdout
+    return Path(out.strip())
+
+
 def find_vng() -> str:
-    venv = Path(os.environ.get("SCHED_STEAL_CACHE",
-                               Path.home() / ".cache" / "sched-steal"))
-    for cand in (Path(sys.prefix) / "bin" / "vng", venv / "venv" / "bin" / "vng"):
+    """This interpreter's virtme-ng (the project's virtualenv, when run as
+    a console script), else the project's virtualenv, else PATH."""
+    cands = [Path(sys.prefix) / "bin" / "vng"]
+    try:
+        cands.append(cache_dir() / "venv" / "bin" / "vng")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    for cand in cands:
         if cand.exists():
             return str(cand)
     found = shutil.which("vng")
@@ -207,49 +306,147 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == 0 and not self.splats and not self.timed_out
+        # No kernel log is no evidence of a clean kernel.
+        return (self.status == 0 and not self.splats and not self.timed_out
+                and not self.died and bool(self.dmesg.strip()))
+
+
+def exit_code(res: RunResult) -> int:
+    """The CLI's exit code for a run (see the module docstring)."""
+    if res.timed_out:
+        return 124
+    if res.died or not res.dmesg.strip():
+        return 4
+    if res.splats:
+        return 3
+    return 1 if res.status else 0
+
+
+def get_preset(preset: str | Preset) -> Preset:
+    if isinstance(preset, Preset):
+        return preset
+    if preset not in PRESETS:
+        raise VMError(f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    return PRESETS[preset]
+
+
+def check_timeout(timeout: float) -> float:
+    # communicate() takes 0 or less as "already late" and chokes on nan
+    # and inf: each would look like a guest that timed out or crashed.
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout)
+            and timeout > 0):
+        raise VMError(f"timeout must be a positive number of seconds, "
+                      f"not {timeout!r}")
+    return float(timeout)
+
+
+def _stamp(line: str) -> float | None:
+    m = TIMESTAMP.match(line)
+    return float(m[1]) if m else None
+
+
+def with_console_ends(dmesg: str, console: str) -> str:
+    """The guest's copy of the kernel log, with the console lines from
+    outside the time it spans: what the ring buffer had already lost when
+    the copy was taken, and what was printed after it (at shutdown)."""
+    stamps = [t for t in map(_stamp, dmesg.splitlines()) if t is not None]
+    if not stamps:
+        return dmesg
+    first, last = stamps[0], stamps[-1]
+    before, after, now = [], [], None
+    for line in console.splitlines():
+        stamp = _stamp(line)
+        now = stamp if stamp is not None else now  # a continued line
+        if now is not None and now < first:
+            before.append(line)
+        elif now is not None and now > last:
+            after.append(line)
+    if not before and not after:
+        return dmesg
+    return "".join(ln + "\n" for ln in before) + dmesg + \
+        ("" if dmesg.endswith("\n") else "\n") + "".join(ln + "\n" for ln in after)
+
+
+def _regular_or_link(src: str, names: list[str]) -> list[str]:
+    """copytree's ignore: skip what is no file, link or directory (shutil
+    refuses a FIFO, and one the guest left would fail the whole copy)."""
+    skip = []
+    for n in names:
+        p = Path(src, n)
+        if not (p.is_symlink() or p.is_dir() or p.is_file()):
+            skip.append(n)
+    return skip
+
+
+def keep_files(src: Path, dest: Path) -> None:
+    """Copy the guest's output directory into `dest`, subdirectories too.
+    Links are copied as links: the guest's view of the host's files is
+    not the host's to copy."""
+    for f in src.iterdir():
+        target = dest / f.name
+        if f.is_symlink():
+            target.unlink(missing_ok=True)
+            target.symlink_to(os.readlink(f))
+        elif f.is_dir():
+            shutil.copytree(f, target, symlinks=True, dirs_exist_ok=True,
+                            ignore=_regular_or_link)
+        elif f.is_file():
+            shutil.copy2(f, target)
 
 
 def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         append: list[str] | None = None, keep: str | None = None,
         echo: bool = False, vng: str | None = None) -> RunResult:
-    """Boot `kernel` on `preset`, run `guest_cmd` in /bin/sh, scan dmesg."""
-    if isinstance(preset, str):
-        if preset not in PRESETS:
-            raise VMError(f"unknown preset {preset!r} "
-                          f"(known: {', '.join(PRESETS)})")
-        preset = PRESETS[preset]
+    """Boot `kernel` on `preset`, run `guest_cmd` in /bin/sh, scan dmesg.
+
+    Every argument is checked before the guest boots (VMError)."""
+    preset = get_preset(preset)
+    timeout = check_timeout(timeout)
     if not Path(kernel).is_file():
         raise VMError(f"kernel image {kernel} not found (run `make kernel`)")
+    if keep:
+        try:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise VMError(f"cannot keep files in {keep}: {e}") from e
     outdir = tempfile.mkdtemp(prefix="schedsteal-vm.")
-    os.chmod(outdir, 0o777)
-    console = tempfile.TemporaryFile()
+    try:
+        os.chmod(outdir, 0o777)
+        res = _boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir)
+        if keep:
+            keep_files(Path(outdir), Path(keep))
+        return res
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
+          append: list[str] | None, echo: bool, vng: str | None,
+          outdir: str) -> RunResult:
     cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng)
     timed_out = False
-    chunks = []
     # vng runs virtme-run from PATH: put its virtualenv first.
     env = dict(os.environ)
     env["PATH"] = f"{Path(cmd[0]).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=console, start_new_session=True, env=env)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        chunks.append(out)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        chunks.append(out)
-    finally:
-        # The guest runs in its own session: never leave it behind when
-        # we are interrupted (Ctrl-C, or a test runner timing out).
-        if proc.poll() is None:
+    with tempfile.TemporaryFile() as console:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=console,
+                                start_new_session=True, env=env)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    output = b"".join(chunks).decode(errors="replace")
-    console.seek(0)
-    console_text = console.read().decode(errors="replace")
-    console.close()
+            out, _ = proc.communicate()
+        finally:
+            # The guest runs in its own session: never leave it behind when
+            # we are interrupted (Ctrl-C, or a test runner timing out).
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        console.seek(0)
+        console_text = console.read().decode(errors="replace")
+    output = out.decode(errors="replace")
     if echo:
         sys.stdout.write(output)
         sys.stdout.flush()
@@ -259,96 +456,155 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         dmesg_file = out_path / "dmesg.stream"
     dmesg = dmesg_file.read_text(errors="replace") if dmesg_file.exists() else ""
     rc_file = out_path / "rc"
+    status = None
+    if rc_file.exists():
+        try:
+            status = int(rc_file.read_text().strip())
+        except ValueError:
+            pass  # cut short while written: the guest did not finish
     died = False
     if timed_out:
         status = 124
-    elif rc_file.exists():
-        status = int(rc_file.read_text().strip() or 1)
-    else:
+    elif status is None:
         # The guest died before the command finished (panic, crash): the
         # console has the kernel log up to the end, the guest's copy not.
         died = True
         status = proc.returncode or 1
-    if died or timed_out or not dmesg:
+    if died or timed_out or not dmesg.strip():
         dmesg = console_text
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        for f in out_path.iterdir():
-            shutil.copy(f, Path(keep) / f.name)
-    shutil.rmtree(outdir, ignore_errors=True)
+    else:
+        dmesg = with_console_ends(dmesg, console_text)
     return RunResult(status, output, dmesg, scan_dmesg(dmesg), timed_out,
                      console_text, died)
 
 
+class _Parser(argparse.ArgumentParser):
+    # A usage error reads like every other error of the tool, exit 2.
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"vm: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        return check_timeout(float(text))
+    except (ValueError, VMError):
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, not {text!r}") from None
+
+
+def presets_table() -> str:
+    w = max(len(pr.smp()) for pr in PRESETS.values())
+    rows = [f"{'preset':<12} {'cpus':>4} {'-smp':<{w}} description"]
+    for pr in PRESETS.values():
+        numa = f", {pr.numa_nodes} nodes" if pr.numa_nodes > 1 else ""
+        rows.append(f"{pr.name:<12} {pr.cpus:>4} {pr.smp():<{w}} "
+                    f"{pr.description}{numa}")
+    return "\n".join(rows)
+
+
+RUN_EPILOG = """\
+exit codes (when several apply, the first of 124, 4, 3, 1):
+  0    the command exited 0 and the kernel log is clean
+  1    the command failed; stderr says "vm: guest command exited with
+       status N" (--status-file has N)
+  2    usage or setup error, before any guest booted ("vm: error: ...")
+  3    the kernel log has splats, whatever the command's status
+  4    the guest stopped before the command finished (a panic, say), or
+       no kernel log came back
+  124  the guest timed out
+"""
+
+
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vm", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="schedsteal-vm", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
     sub.add_parser("presets", help="list the topology presets")
-    r = sub.add_parser("run", help="boot a kernel and run a command in it")
+    r = sub.add_parser(
+        "run", help="boot a kernel and run a command in it",
+        description="Boot a kernel on a topology preset, run a command in "
+        "it, scan the guest's kernel log.",
+        epilog="presets:\n" + "\n".join(
+            "  " + ln for ln in presets_table().splitlines()) + "\n\n" + RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--kernel", required=True, help="bzImage to boot")
-    r.add_argument("--preset", default="smp2", help="topology preset")
-    r.add_argument("--timeout", type=float, default=600,
-                   help="seconds before the guest is killed (default 600)")
-    r.add_argument("--append", action="append", default=[],
+    r.add_argument("--preset", default="smp2", choices=list(PRESETS), metavar="NAME",
+                   help="topology preset, one of those below (default: %(default)s)")
+    r.add_argument("--timeout", type=_seconds, default=600.0, metavar="SECONDS",
+                   help="seconds before the guest is killed (default: %(default)g)")
+    r.add_argument("--append", action="append", default=[], metavar="OPTION",
                    help="extra kernel command-line option (repeatable)")
     r.add_argument("--keep", metavar="DIR",
                    help="copy the guest's dmesg and $SCHEDSTEAL_OUT files here")
+    r.add_argument("--status-file", metavar="FILE",
+                   help="write the guest command's own status here "
+                   "(124 on a timeout)")
     r.add_argument("--dry-run", action="store_true",
                    help="print the virtme-ng command and exit")
-    r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command for the guest")
-    s = sub.add_parser("scan", help="scan a kernel log for splats")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD",
+                   help="the command for the guest's /bin/sh")
+    s = sub.add_parser("scan", help="scan a kernel log for splats "
+                       "(exit 0 clean, 3 splats, 2 not a kernel log)")
     s.add_argument("file")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    try:
+        args = make_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a usage error already printed
+        return e.code if isinstance(e.code, int) else 2
+    status_file = getattr(args, "status_file", None)
     try:
         if args.action == "presets":
-            print(f"{'preset':<12} {'cpus':>4} {'-smp':<28} description")
-            for pr in PRESETS.values():
-                numa = f", {pr.numa_nodes} nodes" if pr.numa_nodes > 1 else ""
-                print(f"{pr.name:<12} {pr.cpus:>4} {pr.smp():<28} "
-                      f"{pr.description}{numa}")
+            print(presets_table())
             return 0
         if args.action == "scan":
-            text = Path(args.file).read_text(errors="replace")
-            splats = scan_dmesg(text)
+            splats = scan_dmesg(read_kernel_log(args.file))
             for s in splats:
                 print(f"{args.file}:{s.lineno}: {s.kind}: {s.line}")
-            return 1 if splats else 0
+            return 3 if splats else 0
+        if status_file:
+            # A status left from an earlier run must not pass for this one.
+            Path(status_file).unlink(missing_ok=True)
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
         if not cmd:
-            raise VMError("no guest command given (vm run ... -- CMD)")
+            raise VMError("no guest command given (schedsteal-vm run ... -- CMD)")
         guest_cmd = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
         if args.dry_run:
-            preset = PRESETS.get(args.preset)
-            if preset is None:
-                raise VMError(f"unknown preset {args.preset!r}")
-            print(shlex.join(vng_command(args.kernel, preset, "OUTDIR",
-                                         guest_cmd, args.append)))
+            print(shlex.join(vng_command(args.kernel, PRESETS[args.preset],
+                                         "OUTDIR", guest_cmd, args.append)))
             return 0
+        if status_file:
+            Path(status_file).touch()  # fail now, not after the run
         print(f"vm: booting {args.kernel} on {args.preset}", file=sys.stderr)
-        res = run(args.kernel, args.preset, guest_cmd, args.timeout,
-                  args.append, args.keep, echo=True)
+        try:
+            res = run(args.kernel, args.preset, guest_cmd, args.timeout,
+                      args.append, args.keep, echo=True)
+        except BaseException:
+            if status_file:
+                Path(status_file).unlink(missing_ok=True)
+            raise
+        if status_file:
+            Path(status_file).write_text(f"{res.status}\n")
     except (VMError, OSError) as e:
         print(f"vm: error: {e}", file=sys.stderr)
         return 2
     if res.timed_out:
-        print(f"vm: guest timed out after {args.timeout:.0f} s", file=sys.stderr)
-    if res.died:
+        print(f"vm: guest timed out after {args.timeout:g} s", file=sys.stderr)
+    elif res.died:
         print("vm: FAIL: the guest stopped before the command finished; "
               "its console ended with:", file=sys.stderr)
         print(tail(res.console), file=sys.stderr)
+    elif res.status:
+        print(f"vm: guest command exited with status {res.status}", file=sys.stderr)
     if res.splats:
         print(f"vm: FAIL: {len(res.splats)} splat(s) in the guest's kernel log:",
               file=sys.stderr)
         print(splat_context(res.dmesg, res.splats), file=sys.stderr)
-        return res.status or 1
-    if not res.dmesg:
+    if not res.dmesg.strip():
         print("vm: FAIL: no kernel log came back from the guest", file=sys.stderr)
-        return res.status or 1
-    return res.status
+    return exit_code(res)
 
 
 if __name__ == "__main__":
