@@ -6,6 +6,7 @@ the one integration test that uses the real one with its fixtures.
 
 import errno
 import json
+import math
 import os
 import re
 import sys
@@ -13,7 +14,7 @@ import types
 from pathlib import Path
 
 import pytest
-from schedsteal import abbench
+from schedsteal import abbench, stats
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "abbench" / "results.json"
@@ -200,7 +201,7 @@ def test_run_workload_unavailable(capsys, guest, fake_schedstat):
 
 # --- run: end to end -------------------------------------------------------
 
-def test_run_alternates(capsys, guest, fake_schedstat):
+def test_run_abba_order(capsys, guest, fake_schedstat):
     log = guest.log
     rc, out, err = cli(
         capsys, "run", "--a", f"sh:echo A >> {log}", "--b", f"sh:echo B >> {log}",
@@ -209,7 +210,8 @@ def test_run_alternates(capsys, guest, fake_schedstat):
         "--metric-regex", r"Time: ([0-9.]+)", "--lower-is-better", "--unit", "s",
         "--name", "echo-bench", "--param", "1,2", "--runs", "2", *guest.args)
     assert rc == 0, err
-    per_param = lambda p: ["A", f"W{p}:{p}", "B", f"W{p}:{p}"] * 3
+    # warmup AB, then rounds AB, BA: slow drift cannot favour one side
+    per_param = lambda p: [x for s in "AB" "AB" "BA" for x in (s, f"W{p}:{p}")]
     assert log_lines(guest) == ["A", "B"] + per_param(1) + per_param(2)
 
     doc = json.loads(guest.out.read_text())
@@ -220,8 +222,12 @@ def test_run_alternates(capsys, guest, fake_schedstat):
     assert doc["settings"] == {"A": {"name": "base", "spec": f"sh:echo A >> {log}"},
                                "B": {"name": "steal", "spec": f"sh:echo B >> {log}"}}
     assert doc["params"] == [1, 2]
+    assert doc["order"] == "abba" and doc["seed"] is None
     assert [(r["param"], r["setting"], r["index"]) for r in doc["runs"]] == [
-        (p, s, i) for p in (1, 2) for i in (0, 1) for s in "AB"]
+        (p, s, i) for p in (1, 2) for i, pair in enumerate(("AB", "BA")) for s in pair]
+    # position: place in the whole sequence, warmup runs included
+    assert [r["position"] for r in doc["warmup"]] == [0, 1, 6, 7]
+    assert [r["position"] for r in doc["runs"]] == [2, 3, 4, 5, 8, 9, 10, 11]
     assert [r["value"] for r in doc["runs"]] == [1.5] * 4 + [2.5] * 4
     assert all(r["exit_code"] == 0 and "error" not in r for r in doc["runs"])
     rec = doc["runs"][0]["recording"]
@@ -234,13 +240,53 @@ def test_run_alternates(capsys, guest, fake_schedstat):
     assert (guest.proc_sys / "kernel" / "sched_schedstats").read_text() == "1\n"
 
     assert "[1/8] echo-bench p=1 A(base) run 1/2: 1.5 s" in err
-    assert "[8/8] echo-bench p=2 B(steal) run 2/2: 2.5 s" in err
+    assert "[8/8] echo-bench p=2 A(base) run 2/2: 2.5 s" in err
     assert "[warmup] echo-bench p=2 B(steal) warmup 1/1: 2.5 s" in err
 
     rc, out, err = cli(capsys, "report", guest.out)
     assert rc == 0
     assert "Amean    p=1" in out and "not significant" in out
     assert "schedstat" in out
+    rep = json.loads(cli(capsys, "report", guest.out, "--json")[1])
+    assert rep["order"] == "abba"
+    assert rep["params"][0]["paired"]["pairs"] == 2
+
+
+def run_order(capsys, guest, *extra):
+    log = guest.log
+    if log.exists():
+        log.unlink()
+    rc, _out, err = cli(capsys, "run", "--a", f"sh:echo A >> {log}",
+                        "--b", f"sh:echo B >> {log}", *CUSTOM, "--param", "1",
+                        "--runs", "6", "--warmup", "0", *guest.args, *extra)
+    assert rc == 0, err
+    doc = json.loads(guest.out.read_text())
+    return doc, "".join(log_lines(guest)[2:]), err
+
+
+def test_run_random_order(capsys, guest, fake_schedstat):
+    doc, seq, err = run_order(capsys, guest, "--order", "random", "--seed", "7")
+    assert doc["order"] == "random" and doc["seed"] == 7
+    assert "".join(r["setting"] for r in doc["runs"]) == seq
+    # every round runs A and B once, in a random order
+    assert all(sorted(seq[i:i + 2]) == ["A", "B"] for i in range(0, 12, 2))
+    assert seq != "ABBA" * 3
+    assert [r["index"] for r in doc["runs"]] == [i // 2 for i in range(12)]
+    assert [r["position"] for r in doc["runs"]] == list(range(12))
+    assert run_order(capsys, guest, "--order", "random", "--seed", "7")[1] == seq
+    assert run_order(capsys, guest, "--order", "random", "--seed", "8")[1] != seq
+    # without --seed one is drawn, recorded and printed
+    doc, seq, err = run_order(capsys, guest, "--order", "random")
+    assert isinstance(doc["seed"], int) and f"--seed {doc['seed']}" in err
+    assert run_order(capsys, guest, "--order", "random", "--seed",
+                     str(doc["seed"]))[1] == seq
+
+
+def test_run_seed_needs_random_order(capsys, guest, fake_schedstat):
+    rc, _out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
+                        "--param", "1", "--seed", "3", *guest.args)
+    assert rc == 2 and "abbench: error: --seed only goes with --order random" in err
+    assert not guest.out.exists()
 
 
 def test_run_features_and_sysctl(capsys, guest, fake_schedstat, monkeypatch):
@@ -340,28 +386,49 @@ def test_run_no_schedstat(capsys, guest, monkeypatch):
 
 
 def test_run_with_real_schedstat(capsys, guest, monkeypatch):
-    """Integration with the real schedstat module and its fixtures."""
+    """Integration with the real schedstat module and its fixtures: every
+    run starts from schedstat_v117.txt (the settings copy it in place) and
+    the workload moves the fake /proc files on to a later snapshot, so the
+    deltas are the ones fixtures/abbench/README.md lists."""
     monkeypatch.delitem(sys.modules, MOD, raising=False)
-    try:
-        real = abbench._schedstat()
-    except ImportError:
-        pytest.skip("schedsteal.schedstat not available")
+    real = abbench._schedstat()
     for name in ("snapshot", "make_recording", "compute_report"):
         assert hasattr(real, name), f"schedstat.{name} missing: abbench calls it"
-    src = FIXTURES / "schedstat" / "schedstat_v16.txt"
-    stat = FIXTURES / "schedstat" / "proc_stat_sample.txt"
-    if not (src.exists() and stat.exists()):
-        pytest.skip("schedstat fixtures not available")
-    guest.schedstat.write_text(src.read_text())
-    guest.stat.write_text(stat.read_text())
-    rc, out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
+    files = {"ss0": FIXTURES / "schedstat" / "schedstat_v117.txt",
+             "st0": FIXTURES / "schedstat" / "proc_stat_sample.txt",
+             "ss1": FIXTURES / "abbench" / "schedstat_v117_later.txt",
+             "st1": FIXTURES / "abbench" / "proc_stat_later.txt"}
+    for path in files.values():
+        assert path.is_file(), f"fixture {path} missing"
+    reset = f"sh:cp {files['ss0']} {guest.schedstat} && cp {files['st0']} {guest.stat}"
+    later = f"cp {files['ss1']} {guest.schedstat} && cp {files['st1']} {guest.stat}"
+    rc, out, err = cli(capsys, "run", "--a", reset, "--b", reset,
+                       "--a-name", "base", "--b-name", "new",
+                       "--workload-cmd", f"{later} && echo Time: 1.5",
+                       "--metric-regex", r"Time: ([0-9.]+)", "--lower-is-better",
                        "--param", "1", "--runs", "2", "--warmup", "0", *guest.args)
     assert rc == 0, err
+    doc = json.loads(guest.out.read_text())
+    for run in doc["runs"]:
+        rec = run["recording"]
+        assert rec["format"] == real.RECORDING_FORMAT
+        assert rec["before"]["schedstat"] == files["ss0"].read_text()
+        assert rec["after"]["schedstat"] == files["ss1"].read_text()
     rc, out, err = cli(capsys, "report", guest.out, "--json")
+    assert rc == 0, err
     rep = json.loads(out)
-    means = rep["params"][0]["A"]["schedstat"]
-    assert means["n"] == 2 and means["sched"] == 0.0 and "time" in means
     assert rep["notes"] == []
+    for side in "AB":
+        means = rep["params"][0][side]["schedstat"]
+        assert means["n"] == 2 and means["time"] > 0
+        assert (means["sched"], means["idle"], means["wake"]) == (2500, 1000, 1500)
+        assert means["steal"] == 25 and means["busy_pct"] == pytest.approx(75.0)
+        assert means["slice_ms"] == pytest.approx(0.2) and means["find_pct"] > 0
+    rc, out, err = cli(capsys, "report", guest.out)
+    for label in ("base", "new"):
+        cols = next(ln for ln in out.splitlines() if ln.split()[:2] == ["1", label]).split()
+        assert cols[3:8] == ["75.0", "0.20", "2500.0", "1000.0", "1500.0"]
+        assert cols[-1] == "25.0"
 
 
 # --- report ------------------------------------------------------------------
@@ -385,6 +452,10 @@ def test_report_table(capsys, fake_schedstat):
     assert "lower is better" in lines[0]
     sig = row("g=1 ").split()
     assert sig[1:6] == ["5", "5", "0", "0", "0.0021"] and "significant)" in row("g=1 ")
+    assert sig[6:8] == ["5", "0.0000"]                  # pairs, paired p
+    assert row("g=2 ").split()[6] == "5"                # round 5 of B failed
+    head = next(ln for ln in lines if "n(A)" in ln).split()
+    assert head[4:7] == ["p(Welch)", "pairs", "p(paired)"]
     assert row("g=1 ").endswith("B better (significant)")
     assert row("g=2 ").split()[1:6] == ["6", "5", "0", "1", "0.8226"]
     assert row("g=2 ").endswith("not significant")
@@ -418,6 +489,17 @@ def test_report_json(capsys, fake_schedstat):
     assert g2["B"]["pct_change"] == pytest.approx(1.0)
     assert g4["B"]["p_value"] is None and g4["B"]["significant"] is False
     assert g4["A"]["ci95"] is None                   # NaN is not written
+    # paired t-test on the rounds (same index), next to Welch's
+    assert g1["paired"]["pairs"] == 5 and g1["paired"]["p_value"] < 1e-6
+    assert g1["paired"]["diff_mean"] == pytest.approx(-0.2)       # B - A
+    b2 = [2.1, 1.9, 1.95, 2.15, 1.8]
+    a2 = [2.0, 2.2, 1.8, 2.1, 1.9]                                 # index 5: B failed
+    assert g2["paired"]["pairs"] == 5
+    assert g2["paired"]["p_value"] == pytest.approx(stats.paired_ttest(a2, b2).p)
+    assert g2["paired"]["t"] == pytest.approx(stats.paired_ttest(a2, b2).t)
+    assert g2["paired"]["significant"] is False
+    assert g4["paired"] == {"pairs": 1, "diff_mean": pytest.approx(-0.1), "t": None,
+                            "df": None, "p_value": None, "significant": False}
     assert g1["B"]["schedstat"]["steal"] == pytest.approx(52.0)
     assert g1["B"]["schedstat"]["find_pct"] == 1.5 and g1["B"]["schedstat"]["n"] == 5
     assert "steal" not in g1["A"]["schedstat"]
@@ -506,3 +588,126 @@ def test_report_keeps_wide_values_apart(capsys, fake_schedstat, tmp_path):
     assert rc == 0
     row = next(ln for ln in out.splitlines() if ln.startswith("Amean"))
     assert re.search(r"g=2 +26772\.2000 \( +0\.00%\) +16228\.2000 ", row), row
+
+
+# --- report: statistics tell the truth -------------------------------------
+
+def test_verdict_without_p_value_is_not_significant():
+    # NaN compares False with everything: "p >= alpha" used to let it through
+    for p in (math.nan, None):
+        for change in (-5.0, 5.0, 0.0, None):
+            verdict = abbench._verdict({"pct_change": change}, p, 0.05)
+            assert "(significant)" not in verdict
+
+
+def test_report_nan_p_value(capsys, fake_schedstat, monkeypatch):
+    monkeypatch.setattr(abbench.stats, "welch_ttest",
+                        lambda a, b: stats.TTestResult(math.nan, math.nan, math.nan))
+    rc, out, _err = cli(capsys, "report", RESULTS)
+    assert rc == 0
+    g1 = next(ln for ln in out.splitlines() if ln.startswith("g=1 "))
+    assert g1.split()[5] == "n/a" and g1.endswith("n/a (no p-value)")
+    assert "*" not in next(ln for ln in out.splitlines() if ln.startswith("Amean    g=1"))
+    rep = json.loads(cli(capsys, "report", RESULTS, "--json")[1])
+    assert rep["params"][0]["B"]["p_value"] is None
+    assert rep["params"][0]["B"]["significant"] is False
+
+
+def rate_doc(tmp_path, values):
+    """A higher-is-better results file: {param: (A values, B values)}."""
+    doc = json.loads(RESULTS.read_text())
+    doc.update(higher_is_better=True, unit="bogo-ops/s", params=list(values))
+    doc["runs"] = [{"param": p, "setting": s, "index": i, "value": v, "exit_code": 0,
+                    "recording": None}
+                   for p, sides in values.items()
+                   for s, vals in zip("AB", sides) for i, v in enumerate(vals)]
+    path = tmp_path / "rate.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_report_never_mixes_hmean_and_amean(capsys, fake_schedstat, tmp_path):
+    # B has a 0: no harmonic mean for it, so A must not get one either
+    path = rate_doc(tmp_path, {1: ([100.0, 110.0, 105.0], [0.0, 120.0, 130.0]),
+                               2: ([100.0, 200.0], [100.0, 100.0])})
+    rc, out, _err = cli(capsys, "report", path)
+    assert rc == 0
+    lines = out.splitlines()
+    assert any(ln.startswith("Amean    g=1") for ln in lines)
+    assert not any(ln.startswith("Hmean    g=1") for ln in lines)
+    assert any(ln.startswith("Hmean    g=2") for ln in lines)
+    assert any(ln.startswith("note: g=1: Amean") for ln in lines)
+    rep = json.loads(cli(capsys, "report", path, "--json")[1])
+    g1, g2 = rep["params"]
+    assert g1["mean_kind"] == g1["A"]["mean_kind"] == g1["B"]["mean_kind"] == "Amean"
+    assert g1["A"]["mean"] == pytest.approx(105.0)          # not Hmean 104.8
+    assert g1["B"]["mean"] == pytest.approx(250 / 3)
+    assert g2["mean_kind"] == g2["A"]["mean_kind"] == g2["B"]["mean_kind"] == "Hmean"
+    assert g2["A"]["mean"] == pytest.approx(400 / 3)
+
+
+def test_report_states_pct_convention(capsys, fake_schedstat, tmp_path):
+    for path in (RESULTS, rate_doc(tmp_path, {1: ([1.0, 2.0], [2.0, 3.0])})):
+        out = cli(capsys, "report", path)[1]
+        lines = out.splitlines()
+        assert "%chg: + = better than base" in lines[1]
+        assert "schedstat (per-CPU deltas per run, Amean over runs)" in out or \
+            "schedstat" not in out
+
+
+def _bad(change):
+    doc = json.loads(RESULTS.read_text())
+    change(doc)
+    return doc
+
+
+BAD_RESULTS = {
+    "runs of ints": (lambda d: d.update(runs=[1, 2]), "run 1: not an object"),
+    "runs not a list": (lambda d: d.update(runs={"a": 1}), "'runs' must be a list"),
+    "string value": (lambda d: d["runs"][0].update(value="1.0"), "run 1: 'value'"),
+    "bool value": (lambda d: d["runs"][0].update(value=True), "run 1: 'value'"),
+    "NaN value": (lambda d: d["runs"][1].update(value=math.nan), "run 2: 'value'"),
+    "inf value": (lambda d: d["runs"][1].update(value=math.inf), "run 2: 'value'"),
+    "unknown side": (lambda d: d["runs"][2].update(setting="C"), "run 3: 'setting'"),
+    "string param in a run": (lambda d: d["runs"][0].update(param="1"), "run 1: 'param'"),
+    "twice the same round": (lambda d: d["runs"][2].update(index=0), "run 3: A g=1 round 0"),
+    "params 5": (lambda d: d.update(params=5), "'params' must be a list of integers"),
+    "params strings": (lambda d: d.update(params=["1"]), "'params' must be a list of integers"),
+    "settings strings": (lambda d: d.update(settings={"A": "feat:NO_STEAL", "B": "feat:STEAL"}),
+                         "settings: A must be an object with a string 'name'"),
+    "higher_is_better string": (lambda d: d.update(higher_is_better="no"),
+                                "'higher_is_better' must be true or false"),
+    "unit number": (lambda d: d.update(unit=5), "'unit' must be a string"),
+    "format_version true": (lambda d: d.update(format_version=True), "format_version True"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_RESULTS))
+def test_report_bad_results(capsys, fake_schedstat, tmp_path, what):
+    change, message = BAD_RESULTS[what]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_bad(change)))
+    png = tmp_path / "r.png"
+    for extra in ([], ["--json"], ["--plot", png]):
+        rc, out, err = cli(capsys, "report", path, *extra)
+        assert (rc, out) == (2, "")
+        assert err.startswith("abbench: error: ") and message in err, err
+        assert not png.exists()
+
+
+def test_help_documents_settings_and_defaults(capsys):
+    def text(*argv):
+        rc, out, _err = cli(capsys, *argv)
+        assert rc == 0
+        return " ".join(out.split())   # argparse wraps lines
+    for argv in (["--help"], ["run", "--help"]):
+        out = text(*argv)
+        for item in ("feat:NAME[,NAME...]", "NO_NAME", "/sys/kernel/debug/sched/features",
+                     "sysctl:key=value[,key=value...]", "/proc/sys", "kernel.foo=0-3,5",
+                     "sh:COMMAND", "/bin/sh -c", "none"):
+            assert item in out, (argv, item)
+    out = text("run", "--help")
+    for item in ("runs per setting (default: 10)", "(default: 1)", "(default: 600.0)",
+                 "(default: abba)", "(default: /proc/schedstat)", "loops (default: 500"):
+        assert item in out, item
+    assert "(default: 0.05)" in text("report", "--help")

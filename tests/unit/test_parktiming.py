@@ -1,6 +1,8 @@
 """schedsteal.parktiming: summary of park_probe evacuate/hotplug results."""
 import json
 
+import pytest
+
 from schedsteal import parktiming as pt
 
 EVAC = {"write_ns": 2_000_000, "unpark_write_ns": 1_000_000,
@@ -40,3 +42,37 @@ def test_cli_table_json_and_errors(tmp_path, capsys):
     assert pt.main([str(empty)]) == 1
     assert pt.main([str(tmp_path / "missing")]) == 2
     assert "parktiming:" in capsys.readouterr().err
+
+
+def bad_cases():
+    no_unpark = {k: v for k, v in EVAC.items() if k != "unpark_write_ns"}
+    no_stay = dict(EVAC, cpus={"2": {"stay_ticks": 1}})
+    nan_stay = dict(EVAC, cpus={"2": {"stay_s": float("nan"), "stay_ticks": 1}})
+    return [
+        ("binary", b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00\x00" * 8, "not a text log"),
+        ("no unpark_write_ns", json.dumps(no_unpark).encode(), "'unpark_write_ns'"),
+        ("no stay_s", json.dumps(no_stay).encode(), "'stay_s'"),
+        ("no cpus", json.dumps(dict(EVAC, cpus={})).encode(), "'cpus'"),
+        ("string write_ns", json.dumps(dict(EVAC, write_ns="2ms")).encode(), "'write_ns'"),
+        ("hotplug without online_ns", json.dumps({"offline_ns": [1]}).encode(),
+         "'online_ns'"),
+        ("NaN stay_s", json.dumps(nan_stay).encode(), "'stay_s'"),
+        ("hotplug list of strings",
+         json.dumps({"offline_ns": ["1"], "online_ns": []}).encode(), "'offline_ns'"),
+    ]
+
+
+@pytest.mark.parametrize("what, data, message", bad_cases(), ids=[c[0] for c in bad_cases()])
+def test_bad_input_is_an_error(tmp_path, capsys, what, data, message):
+    log = tmp_path / "guest.log"
+    log.write_bytes(b"vm: booting\n" + data + b"\n")
+    for extra in ([], ["--json"]):
+        assert pt.main([str(log), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err
+        assert err.startswith("parktiming: error: ") and message in err
+
+
+def test_unreadable_log_is_an_error(tmp_path, capsys):
+    assert pt.main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("parktiming: error: ")

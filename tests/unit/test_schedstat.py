@@ -392,6 +392,42 @@ def test_bad_schedstat_inside_recording_exits_2(tmp_path, capsys):
     assert rc == 2 and "after schedstat:11:" in err
 
 
+def _bad_recording(change):
+    r = rec("recording_v16_base.json")
+    change(r)
+    return r
+
+
+BAD_RECORDINGS = {
+    "cmd 5": (lambda r: r.update(cmd=5), "'cmd' must be a list of strings"),
+    "cmd string": (lambda r: r.update(cmd="hackbench"), "'cmd' must be a list of strings"),
+    "cmd list of numbers": (lambda r: r.update(cmd=["sleep", 1]),
+                            "'cmd' must be a list of strings"),
+    "format_version true": (lambda r: r.update(format_version=True),
+                            "unsupported format_version True"),
+    "format_version 0": (lambda r: r.update(format_version=0), "unsupported format_version 0"),
+    "negative elapsed": (lambda r: r["after"].update(time=r["before"]["time"] - 1.0),
+                         "after.time is before before.time"),
+    "NaN time": (lambda r: r["before"].update(time=float("nan")), "'before' needs"),
+    "bool time": (lambda r: r["after"].update(time=True), "'after' needs"),
+    "exit_code string": (lambda r: r.update(exit_code="0"), "'exit_code'"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_RECORDINGS))
+@pytest.mark.parametrize("command", ["report", "diff"])
+def test_bad_recording_fields_exit_2(tmp_path, capsys, what, command):
+    change, msg = BAD_RECORDINGS[what]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_bad_recording(change)))
+    args = [command, str(path)]
+    if command == "diff":
+        args.insert(1, fx("recording_v16_base.json"))
+    rc, out, err = run_main(capsys, *args)
+    assert (rc, out) == (2, "")
+    assert err.startswith("schedstat: error: ") and msg in err, err
+
+
 # ------------------------------------------------------------------ diff --
 
 def test_diff_reports():
@@ -401,11 +437,11 @@ def test_diff_reports():
     assert list(d["summary"]) == ["time", "busy_pct", "slice_ms", "sched", "idle", "wake"]
     assert d["summary"]["time"]["a"] == pytest.approx(10.0)
     assert d["summary"]["time"]["b"] == pytest.approx(8.0)
-    assert d["summary"]["time"]["pct_change"] == pytest.approx(-20.0)
-    assert d["summary"]["idle"]["pct_change"] == pytest.approx(-75.0)
+    assert d["summary"]["time"]["pct_delta"] == pytest.approx(-20.0)
+    assert d["summary"]["idle"]["pct_delta"] == pytest.approx(-75.0)
     assert d["summary"]["busy_pct"]["b"] == pytest.approx(100 * 860 / 960)
-    assert d["cpu_fields"]["pcount"]["pct_change"] == pytest.approx((7000 - 6000) / 6000 * 100)
-    assert d["cpu_fields"]["array_exp"]["pct_change"] is None      # A == 0
+    assert d["cpu_fields"]["pcount"]["pct_delta"] == pytest.approx((7000 - 6000) / 6000 * 100)
+    assert d["cpu_fields"]["array_exp"]["pct_delta"] is None      # A == 0
 
 
 def test_diff_cli(capsys):
@@ -413,13 +449,30 @@ def test_diff_cli(capsys):
                           fx("recording_v16_new.json"))
     assert rc == 0
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
-    assert rows["time"] == ["time", "10.000", "8.000", "-20.0"]
-    assert rows["sched"] == ["sched", "10000", "8000", "-20.0"]
-    assert rows["array_exp"] == ["array_exp", "0.0", "0.0"]             # blank %change
+    assert rows["time"] == ["time", "10.000", "8.000", "(-20.00%)"]
+    assert rows["sched"] == ["sched", "10000", "8000", "(-20.00%)"]
+    assert rows["pcount"] == ["pcount", "6000.0", "7000.0", "(16.67%)"]
+    assert rows["array_exp"] == ["array_exp", "0.0", "0.0"]             # blank %delta
     rc, out, _ = run_main(capsys, "diff", fx("recording_v16_base.json"),
                           fx("recording_v16_new.json"), "--json")
     data = json.loads(out)
-    assert data["summary"]["wake"] == {"a": 6000.0, "b": 6000.0, "pct_change": 0.0}
+    assert data["summary"]["wake"] == {"a": 6000.0, "b": 6000.0, "pct_delta": 0.0}
+
+
+def test_diff_states_its_sign_convention(capsys):
+    # abbench's %chg is "+ = B better"; a schedstat counter is neither
+    # better nor worse, so diff prints a plain delta under another name and
+    # says so above every table that has the column.
+    _, out, _ = run_main(capsys, "diff", fx("recording_v16_base.json"),
+                         fx("recording_v16_new.json"))
+    lines = out.splitlines()
+    assert "%change" not in out
+    heads = [n for n, line in enumerate(lines) if line.split()[:1] == ["metric"]
+             or line.split()[:1] == ["field"]]
+    assert len(heads) == 2
+    for n in heads:
+        assert lines[n].split()[-1] == "%delta"
+        assert "%delta = (B-A)/A, + = B higher" in "\n".join(lines[n - 2:n])
 
 
 # ---------------------------------------------------------------- record --

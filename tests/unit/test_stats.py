@@ -132,3 +132,51 @@ def test_describe():
     d = stats.describe([1.0, 2.0, 3.0])
     assert d["mean_kind"] == "Amean" and d["mean"] == 2.0 and d["n"] == 3
     assert d["median"] == 2.0 and d["min"] == 1.0 and d["max"] == 3.0
+
+
+# Student's sleep data (Cushny & Peebles): R's t.test(x, y, paired=TRUE)
+# gives t = -4.0621, df = 9, p-value = 0.002833.
+SLEEP1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
+SLEEP2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+
+
+def test_paired_textbook():
+    r = stats.paired_ttest(SLEEP1, SLEEP2)
+    assert r.t == pytest.approx(-4.0621, abs=1e-4)
+    assert r.df == 9
+    assert r.p == pytest.approx(0.002833, abs=1e-6)
+    assert r.significant()
+    # same pairs in the other order: same p, t flips sign
+    assert stats.paired_ttest(SLEEP2, SLEEP1).t == pytest.approx(4.0621, abs=1e-4)
+    # unpaired, the same data is not significant: pairing removes the
+    # subject-to-subject (here: run-to-run drift) variance
+    assert not stats.welch_ttest(SLEEP1, SLEEP2).significant()
+
+
+def test_paired_closed_form():
+    # differences -1, -2, -3: t = -2 * sqrt(3), df = 2, where
+    # P(|T| >= t) = 1 - t / sqrt(2 + t^2)
+    r = stats.paired_ttest([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
+    t = 2 * math.sqrt(3)
+    assert r.t == pytest.approx(-t) and r.df == 2
+    assert r.p == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
+
+
+def test_paired_degenerate():
+    assert stats.paired_ttest([1.0], [2.0]) == (None, None, None)
+    assert stats.paired_ttest([], []).p is None
+    with pytest.raises(ValueError, match="pairs"):
+        stats.paired_ttest([1.0, 2.0], [1.0])
+    same = stats.paired_ttest([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    assert same.p == 1.0 and not same.significant()
+    shifted = stats.paired_ttest([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
+    assert shifted.p == 0.0 and shifted.significant()
+
+
+def test_nan_p_is_never_significant():
+    assert not stats.WelchResult(math.nan, math.nan, math.nan).significant()
+
+
+def test_welch_and_paired_share_one_result_type():
+    assert type(stats.paired_ttest([1.0, 2.0], [2.0, 4.0])) is \
+        type(stats.welch_ttest([1.0, 2.0], [2.0, 4.0]))

@@ -190,3 +190,24 @@ def test_wakeup_latency_help(wakeup_latency_bin):
     proc = subprocess.run([wakeup_latency_bin, "-h"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0 and "usage:" in proc.stdout
+
+
+@pytest.mark.parametrize("name, output, workdir_yaml", [
+    ("custom", "Time: nan", None),
+    ("custom", "Time: inf", None),
+    ("custom", "Time: -Infinity", None),
+    ("hackbench-process-pipe", "Time: 1e999\n", None),          # overflows to inf
+    ("perf-messaging", "Total time: 1e400 [sec]\n", None),
+    ("stress-ng-cpu", "", "---\nmetrics:\n    - stressor: cpu\n"
+                          "      bogo-ops-per-second-real-time: nan\n"),
+])
+def test_non_finite_metric_is_an_error(tmp_path, name, output, workdir_yaml):
+    # NaN/inf are not measurements: a report would silently drop them or
+    # turn every statistic into NaN.
+    w = wl.custom("x", r"Time: (\S+)", False) if name == "custom" else wl.get(name)
+    workdir = None
+    if workdir_yaml is not None:
+        (tmp_path / wl.STRESS_NG_YAML).write_text(workdir_yaml)
+        workdir = str(tmp_path)
+    with pytest.raises(wl.WorkloadError, match="not a finite number"):
+        w.parse(output, workdir)

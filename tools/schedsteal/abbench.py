@@ -1,11 +1,16 @@
 """A/B benchmark runner and report: two scheduler settings, one boot.
 
-``run`` executes inside the test guest (standard library only).  It applies
-setting A, runs the workload once, applies setting B, runs it once, and so
-on (A B A B ...) for every parameter value, snapshotting /proc/schedstat
-around each run, and writes everything to a JSON file.  ``report`` (host or
-guest) prints an mmtests compare-kernels style table with Welch t-tests, the
-mean schedstat figures per setting, and optionally plots the runs.
+``run`` executes inside the test guest (standard library only).  For every
+parameter value it runs rounds of one A run and one B run, applying the
+setting before each run, in ABBA order (A B, B A, A B ...) so that slow drift
+of the machine does not favour one side, or with ``--order random`` in a
+seeded random order per round; it snapshots /proc/schedstat around each run
+and writes everything to a JSON file (each run with its ``setting``, its
+round ``index`` and its ``position`` in the whole sequence; ``order`` and
+``seed`` at the top).  ``report`` (host or guest) prints an mmtests
+compare-kernels style table with Welch t-tests and paired t-tests (over the
+rounds: B minus A), the mean schedstat figures per setting, and optionally
+plots the runs.
 
 Usage::
 
@@ -15,6 +20,8 @@ Usage::
     python3 -m schedsteal.abbench run --a none --b sysctl:kernel.foo=1 \\
         --workload-cmd 'my-bench -n {param}' --metric-regex 'Time: ([0-9.]+)' \\
         --lower-is-better --unit s --param 8 --out /tmp/custom.json
+    python3 -m schedsteal.abbench run --a none --b feat:STEAL --order random \\
+        --seed 42 --workload hackbench-process-pipe --param 2 --out /tmp/r.json
     python3 -m schedsteal.abbench report /tmp/steal.json
     python3 -m schedsteal.abbench report /tmp/steal.json --json
     python3 -m schedsteal.abbench report /tmp/steal.json --plot steal.png
@@ -28,16 +35,20 @@ Settings (``--a``/``--b``):
 * ``sh:COMMAND`` runs COMMAND with /bin/sh; a non-zero exit is an error;
 * ``none`` does nothing.
 
-Both settings are applied once up front (A, then B) so a typo fails at once.
-Exit status of ``run``: 0 when every run succeeded, 1 when some workload run
-failed (non-zero exit, unparsable output, timeout; the JSON is still
-written), 2 for bad usage or settings.  The JSON is rewritten after every
+``--help`` spells out exactly what each form accepts.  Both settings are
+applied once up front (A, then B) so a typo fails at once.  Exit status of
+``run``: 0 when every run succeeded, 1 when some workload run failed
+(non-zero exit, unparsable output, timeout; the JSON is still written), 2
+for bad usage or settings.  The JSON is rewritten after every
 run, so a guest crash leaves the runs done so far (``"complete": false``).
 
-Percent changes in the report are signed so that positive means B is
-better than A: (A-B)/A for lower-is-better metrics, (B-A)/A for
-higher-is-better ones.  ``*x%*`` marks p < alpha (Welch's t-test), ``(x%)``
-a difference that is not significant.
+Percent changes in the report (%chg) are signed so that positive means B
+is better than A, as in mmtests: (A-B)/A for lower-is-better metrics,
+(B-A)/A for higher-is-better ones.  ``*x%*`` marks p < alpha (Welch's
+t-test), ``(x%)`` a difference that is not significant.  Higher-is-better
+metrics are compared by their harmonic mean (Hmean) unless a value of either
+side is <= 0; then both sides use the arithmetic mean (Amean), and the row
+and a note say so.
 
 Schedstat hooks (module ``schedsteal.schedstat``, imported lazily):
 ``snapshot(schedstat_path=..., stat_path=...)``,
@@ -55,6 +66,7 @@ import importlib
 import json
 import math
 import os
+import random
 import re
 import signal
 import subprocess
@@ -74,6 +86,7 @@ DEFAULT_FEATURES = "/sys/kernel/debug/sched/features"
 DEBUGFS = "/sys/kernel/debug"
 DEFAULT_PROC_SYS = "/proc/sys"
 SIDES = ("A", "B")
+ORDERS = ("abba", "random")
 # Summary keys shown in the schedstat table, with their column titles.
 SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}"),
                      ("slice_ms", "slice", "{:.2f}"), ("sched", "sched", "{:.1f}"),
@@ -283,6 +296,12 @@ class Runner:
         self.applier = applier
         self.params = params
         self.failures = 0
+        self.position = 0           # place of the next run in the whole sequence
+        self.seed = args.seed
+        if args.order == "random" and self.seed is None:
+            self.seed = random.SystemRandom().randrange(2 ** 32)
+            print(f"abbench: random order, --seed {self.seed}", file=sys.stderr)
+        self.rng = random.Random(self.seed)
         self.doc = self._skeleton()
 
     def _skeleton(self) -> dict:
@@ -301,6 +320,8 @@ class Runner:
             "params": self.params, "runs_per_setting": self.args.runs,
             "warmup_per_setting": self.args.warmup,
             "timeout": self.args.timeout,
+            "order": self.args.order,
+            "seed": self.seed if self.args.order == "random" else None,
             "schedstat": not self.args.no_schedstat,
             "runs": [], "warmup": [],
             "host": {"uname": " ".join(uname), "release": uname.release,
@@ -370,6 +391,20 @@ class Runner:
     def _apply(self, side: str) -> None:
         self.applier.apply(self.sides[side][1])
 
+    def round_order(self, round_no: int) -> str:
+        """The sides of one round, in the order they run: ABBA alternates
+        AB and BA so a drift adds as much to A as to B over two rounds;
+        random draws each round's order from the seeded generator."""
+        if self.args.order == "random":
+            return "AB" if self.rng.random() < 0.5 else "BA"
+        return "AB" if round_no % 2 == 0 else "BA"
+
+    def _run_at(self, param: int) -> dict:
+        rec = self.run_once(param)
+        rec["position"] = self.position
+        self.position += 1
+        return rec
+
     def run(self) -> int:
         total = len(self.params) * self.args.runs * len(SIDES)
         width = len(str(total))
@@ -377,9 +412,9 @@ class Runner:
         self.save()
         for param in self.params:
             for w in range(self.args.warmup):
-                for side in SIDES:
+                for side in self.round_order(w):
                     self._apply(side)
-                    rec = self.run_once(param)
+                    rec = self._run_at(param)
                     rec.pop("recording", None)
                     rec.update(param=param, setting=side, index=w)
                     self.doc["warmup"].append(rec)
@@ -388,9 +423,9 @@ class Runner:
                     self._progress("[warmup]", param, side,
                                    f"warmup {w + 1}/{self.args.warmup}", rec)
             for i in range(self.args.runs):
-                for side in SIDES:
+                for side in self.round_order(i):
                     self._apply(side)
-                    rec = self.run_once(param)
+                    rec = self._run_at(param)
                     rec = {"param": param, "setting": side, "index": i, **rec}
                     self.doc["runs"].append(rec)
                     done += 1
@@ -461,6 +496,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise AbbenchError("--warmup must be >= 0")
     if not args.timeout > 0:
         raise AbbenchError("--timeout must be > 0")
+    if args.seed is not None and args.order != "random":
+        raise AbbenchError("--seed only goes with --order random")
     params = parse_params(args.param)
     for flag, value, low in (("--loops", args.loops, 1), ("--runtime", args.runtime, 1),
                              ("--workers", args.workers, 1),
@@ -522,15 +559,73 @@ def load_results(path: str) -> dict:
         raise AbbenchError(f"{path}: not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AbbenchError(f"{path}: not an abbench results file")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise AbbenchError(f"{path}: unsupported format_version "
-                           f"{doc.get('format_version')!r}")
+    version = doc.get("format_version")
+    if not _is_int(version) or version != FORMAT_VERSION:   # True == 1
+        raise AbbenchError(f"{path}: unsupported format_version {version!r}")
     for key in ("workload", "unit", "higher_is_better", "settings", "params", "runs"):
         if key not in doc:
             raise AbbenchError(f"{path}: missing {key!r}")
-    if set(doc["settings"]) != set(SIDES):
-        raise AbbenchError(f"{path}: settings must be A and B")
+    problem = _check_results(doc)
+    if problem:
+        raise AbbenchError(f"{path}: {problem}")
     return doc
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_value(x) -> bool:
+    """A measured value: a finite number (JSON may hold NaN/Infinity)."""
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)
+            and math.isfinite(x))
+
+
+def _check_results(doc: dict) -> str | None:
+    """What is wrong with the shape of a results document, or None: the
+    report must fail with a message, not a traceback or a wrong table."""
+    for key in ("workload", "unit", "param_key", "param_title"):
+        if key in doc and not isinstance(doc[key], str):
+            return f"{key!r} must be a string"
+    if not isinstance(doc["higher_is_better"], bool):
+        return "'higher_is_better' must be true or false"
+    settings = doc["settings"]
+    if not isinstance(settings, dict) or set(settings) != set(SIDES):
+        return "settings must be A and B"
+    for side in SIDES:
+        if (not isinstance(settings[side], dict)
+                or not isinstance(settings[side].get("name"), str)):
+            return f"settings: {side} must be an object with a string 'name'"
+    if not isinstance(doc["params"], list) or not all(_is_int(p) for p in doc["params"]):
+        return "'params' must be a list of integers"
+    if not isinstance(doc["runs"], list):
+        return "'runs' must be a list"
+    key = doc.get("param_key", "p")
+    rounds = set()
+    for n, run in enumerate(doc["runs"], 1):
+        where = f"run {n}"
+        if not isinstance(run, dict):
+            return f"{where}: not an object"
+        if not _is_int(run.get("param")):
+            return f"{where}: 'param' must be an integer"
+        if run.get("setting") not in SIDES:
+            return f"{where}: 'setting' must be A or B, not {run.get('setting')!r}"
+        if run.get("value") is not None and not _is_value(run["value"]):
+            return (f"{where}: 'value' must be a finite number or null, "
+                    f"not {run['value']!r}")
+        if run.get("error") is not None and not isinstance(run["error"], str):
+            return f"{where}: 'error' must be a string"
+        index = run.get("index")
+        if index is not None:
+            if not _is_int(index):
+                return f"{where}: 'index' must be an integer"
+            # the round pairs A with B for the paired t-test
+            this = (run["param"], run["setting"], index)
+            if this in rounds:
+                return (f"{where}: {run['setting']} {key}={run['param']} round "
+                        f"{index} appears twice")
+            rounds.add(this)
+    return None
 
 
 def _finite(x):
@@ -569,47 +664,59 @@ def _schedstat_means(runs: list[dict]) -> tuple[dict | None, str | None]:
 def analyze(doc: dict, alpha: float = 0.05) -> dict:
     """The report as a dict (what ``report --json`` prints)."""
     hib = bool(doc["higher_is_better"])
+    key = doc.get("param_key", "p")
     out = {
         "format": REPORT_FORMAT, "format_version": FORMAT_VERSION,
         "workload": doc["workload"], "unit": doc["unit"],
         "higher_is_better": hib, "mean_kind": "Hmean" if hib else "Amean",
-        "param_key": doc.get("param_key", "p"),
+        "param_key": key,
         "param_title": doc.get("param_title", "param"),
         "alpha": alpha, "complete": doc.get("complete", True),
+        "order": doc.get("order"), "seed": doc.get("seed"),
         "settings": doc["settings"], "params": [], "notes": [],
     }
     for param in doc["params"]:
         entry = {"param": param}
-        values = {}
+        runs, ok, values = {}, {}, {}
         for side in SIDES:
-            runs = [r for r in doc["runs"]
-                    if r.get("param") == param and r.get("setting") == side]
-            ok = [r for r in runs if r.get("value") is not None and not r.get("error")]
-            vals = [float(r["value"]) for r in ok]
-            values[side] = vals
-            cell = {"n": len(vals), "failed": len(runs) - len(ok), "values": vals,
-                    "indices": [r.get("index") for r in ok]}
+            runs[side] = [r for r in doc["runs"]
+                          if r["param"] == param and r["setting"] == side]
+            ok[side] = [r for r in runs[side]
+                        if r.get("value") is not None and not r.get("error")]
+            values[side] = [float(r["value"]) for r in ok[side]]
+        # One kind of mean for both sides: Hmean only if every value of
+        # either side is > 0, else Amean for both (never Hmean vs Amean).
+        every = values["A"] + values["B"]
+        use_hmean = hib and bool(every) and min(every) > 0
+        entry["mean_kind"] = "Hmean" if use_hmean else "Amean"
+        if hib and every and not use_hmean:
+            out["notes"].append(f"{key}={param}: Amean used for A and B "
+                                "(Hmean needs every value > 0)")
+        for side in SIDES:
+            vals = values[side]
+            cell = {"n": len(vals), "failed": len(runs[side]) - len(vals),
+                    "values": vals, "indices": [r.get("index") for r in ok[side]]}
             if vals:
-                d = stats.describe(vals, hib)
+                d = stats.describe(vals, use_hmean)
                 cell.update(mean=d["mean"], mean_kind=d["mean_kind"],
                             amean=d["amean"], stddev=d["stddev"],
                             coeffvar=d["coeffvar"], min=d["min"], max=d["max"],
                             median=d["median"], ci95=d["ci95"])
             else:
-                cell.update(mean=None, mean_kind=out["mean_kind"], amean=None,
+                cell.update(mean=None, mean_kind=entry["mean_kind"], amean=None,
                             stddev=None, coeffvar=None, min=None, max=None,
                             median=None, ci95=None)
-            cell["schedstat"], note = _schedstat_means(ok)
+            cell["schedstat"], note = _schedstat_means(ok[side])
             if note and note not in out["notes"]:
                 out["notes"].append(note)
             entry[side] = cell
         a, b = entry["A"], entry["B"]
         test = stats.welch_ttest(values["A"], values["B"])
 
-        def pct(key, better_high, a=a, b=b):
-            if a[key] is None or b[key] is None:
+        def pct(field, better_high, a=a, b=b):
+            if a[field] is None or b[field] is None:
                 return None
-            return stats.pct_improvement(a[key], b[key], better_high)
+            return stats.pct_improvement(a[field], b[field], better_high)
 
         b["pct_change"] = pct("mean", hib)
         b["pct_changes"] = {"mean": b["pct_change"],
@@ -625,14 +732,32 @@ def analyze(doc: dict, alpha: float = 0.05) -> dict:
         a["p_value"] = None
         a["t"] = None
         a["significant"] = False
+        entry["paired"] = _paired(ok, alpha)
         entry["verdict"] = _verdict(b, test.p, alpha)
         out["params"].append(entry)
     return _clean(out)
 
 
+def _paired(ok: dict, alpha: float) -> dict:
+    """Paired t-test over the rounds (same ``index``) where both A and B
+    succeeded; diff_mean is the mean of B - A."""
+    by_round = {side: {r["index"]: float(r["value"]) for r in ok[side]
+                       if r.get("index") is not None} for side in SIDES}
+    rounds = sorted(set(by_round["A"]) & set(by_round["B"]))
+    a = [by_round["A"][i] for i in rounds]
+    b = [by_round["B"][i] for i in rounds]
+    test = stats.paired_ttest(a, b)
+    return {"pairs": len(rounds),
+            "diff_mean": stats.amean([y - x for x, y in zip(a, b)]) if rounds else None,
+            "t": test.t, "df": test.df, "p_value": test.p,
+            "significant": test.significant(alpha)}
+
+
 def _verdict(b: dict, p: float | None, alpha: float) -> str:
     if p is None:
         return "not enough runs (need 2+ per setting)"
+    if math.isnan(p):   # NaN >= alpha is False: it would read as significant
+        return "n/a (no p-value)"
     if p >= alpha:
         return "not significant"
     change = b.get("pct_change")
@@ -660,17 +785,22 @@ def format_report(rep: dict) -> str:
     key = rep["param_key"]
     labels = [rep["settings"][s]["name"] for s in SIDES]
     direction = "higher" if rep["higher_is_better"] else "lower"
-    lines = [(f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is "
-              f"better; % change: positive = B better; *x%* = p < "
-              f"{rep['alpha']:g}, Welch t-test)")]
+    order = f"; run order {rep['order']}" if rep.get("order") else ""
+    if rep.get("seed") is not None:
+        order += f", seed {rep['seed']}"
+    lines = [f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})",
+             f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
+             "(Welch t-test), (x%) = not significant"]
     if not rep.get("complete", True):
         lines.append("WARNING: the run did not complete; partial results")
     rows = []
-    stat_rows = ((rep["mean_kind"], "mean", True), ("Stddev", "stddev", False),
+    stat_rows = ((None, "mean", True), ("Stddev", "stddev", False),
                  ("CoeffVar", "coeffvar", False), ("Min", "min", False),
                  ("Max", "max", False))
-    for title, field, testable in stat_rows:
+    for fixed_title, field, testable in stat_rows:
         for entry in rep["params"]:
+            # the mean row says which mean it is, per param
+            title = fixed_title or entry.get("mean_kind", rep["mean_kind"])
             cells = []
             for side in SIDES:
                 cell = entry[side]
@@ -687,19 +817,25 @@ def format_report(rep: dict) -> str:
         lines.append(f"{head:<{head_w}}" + "".join(
             f"{v:>{col_w - 11}} {p}" for v, p in cells))
 
-    lines += ["", f"Significance (Welch two-sided t-test, alpha {rep['alpha']:g})"]
-    p_rows = [("", "n(A)", "n(B)", "fail(A)", "fail(B)", "p-value", "verdict")]
+    lines += ["", f"Significance (two-sided, alpha {rep['alpha']:g}): p(Welch) and the "
+              "verdict: Welch's t-test on all runs;",
+              "p(paired): paired t-test on each round's B-A difference"]
+    p_rows = [("", "n(A)", "n(B)", "fail(A)", "fail(B)", "p(Welch)", "pairs",
+               "p(paired)", "verdict")]
     for entry in rep["params"]:
         p = entry["B"]["p_value"]
+        paired = entry.get("paired") or {"pairs": 0, "p_value": None}
+        pp = paired["p_value"]
         p_rows.append((f"{key}={entry['param']}", str(entry["A"]["n"]),
                        str(entry["B"]["n"]), str(entry["A"]["failed"]),
                        str(entry["B"]["failed"]),
-                       "n/a" if p is None else f"{p:.4f}", entry["verdict"]))
-    lines += _columns(p_rows, left=(0, 6))
+                       "n/a" if p is None else f"{p:.4f}", str(paired["pairs"]),
+                       "n/a" if pp is None else f"{pp:.4f}", entry["verdict"]))
+    lines += _columns(p_rows, left=(0, 8))
 
     sched_rows = _schedstat_rows(rep, labels)
     if sched_rows:
-        lines += ["", "schedstat (per-CPU deltas per run, mean over runs)"]
+        lines += ["", "schedstat (per-CPU deltas per run, Amean over runs)"]
         lines += _columns(sched_rows, left=(0, 1))
     for note in rep.get("notes", []):
         lines.append(f"note: {note}")
@@ -748,7 +884,8 @@ def plot(rep: dict, path: str) -> None:
         for side in SIDES:
             cell = entry[side]
             label = rep["settings"][side]["name"]
-            runs = [i + 1 for i in cell["indices"]]  # 1-based, as in the progress
+            runs = [n + 1 if i is None else i + 1  # 1-based, as in the progress
+                    for n, i in enumerate(cell["indices"])]
             ax.plot(runs, cell["values"], "o-", color=colors[side],
                     label=f"{side}: {label}", alpha=0.8)
             if cell["mean"] is not None:
@@ -758,19 +895,21 @@ def plot(rep: dict, path: str) -> None:
         pct = entry["B"]["pct_change"]
         title = f"{rep['param_key']}={entry['param']}"
         if pct is not None:
-            title += f": B {pct:+.2f}% (positive = better)"
+            title += f": B {pct:+.2f}% on {entry['mean_kind']} (positive = better)"
         if p is not None:
             sig = "significant" if entry["B"]["significant"] else "not significant"
             title += f", p={p:.3g} ({sig})"
         ax.set_title(title, fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        last = max([i + 1 for s in SIDES for i in entry[s]["indices"]] or [1])
+        last = max([len(entry[s]["indices"]) for s in SIDES]
+                   + [i + 1 for s in SIDES for i in entry[s]["indices"] if i is not None]
+                   + [1])
         ax.set_xlim(0.5, last + 0.5)
         ax.set_xlabel("run")
         ax.set_ylabel(rep["unit"] or "value")
         ax.legend(fontsize=8)
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
-                 " is better; dashed = mean)", fontsize=10)
+                 " is better; dashed = the mean named in each title)", fontsize=10)
     fig.tight_layout()
     try:
         fig.savefig(path, format="png", dpi=100)
@@ -803,13 +942,45 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"abbench: error: {message}\n")
 
 
+# What parse_setting() accepts, for --help.
+SETTING_HELP = f"""\
+SETTING (--a, --b) is one of:
+  feat:NAME[,NAME...]
+      write each NAME to {DEFAULT_FEATURES} (--features-path),
+      in turn; NO_NAME turns NAME off. A name is letters, digits and _, and
+      must be one the kernel lists there (checked before anything runs).
+  sysctl:key=value[,key=value...]
+      write each value to /proc/sys/<key, dots as slashes> (--proc-sys).
+      A key is letters, digits and _ . - / : without "..", and must exist.
+      A comma starts a new pair only when key= follows, so a value may hold
+      commas: sysctl:kernel.foo=0-3,5 sets kernel.foo to 0-3,5.
+  sh:COMMAND
+      run COMMAND (everything after "sh:") with /bin/sh -c; output goes to
+      stderr, a non-zero exit status is an error.
+  none
+      change nothing.
+Both settings are checked, then applied once (A, then B) so that a typo fails
+at once; during the run the setting is applied again before every run.
+"""
+
+
+def _default(workload: str, key: str):
+    """A workload's default option value, for --help."""
+    return wl.get(workload).defaults[key]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="abbench", description=__doc__.split("\n\n")[0])
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(prog="abbench", description=__doc__.split("\n\n")[0],
+                     epilog=SETTING_HELP, formatter_class=fmt)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run an A/B comparison (in the guest)")
-    run.add_argument("--a", required=True, metavar="SETTING", help="baseline setting")
-    run.add_argument("--b", required=True, metavar="SETTING", help="setting compared")
+    run = sub.add_parser("run", help="run an A/B comparison (in the guest)",
+                         epilog=SETTING_HELP, formatter_class=fmt)
+    run.add_argument("--a", required=True, metavar="SETTING",
+                     help="baseline setting (syntax below)")
+    run.add_argument("--b", required=True, metavar="SETTING",
+                     help="setting compared with the baseline")
     run.add_argument("--a-name", help="label of A (default: the setting)")
     run.add_argument("--b-name", help="label of B (default: the setting)")
     what = run.add_mutually_exclusive_group(required=True)
@@ -824,27 +995,46 @@ def build_parser() -> argparse.ArgumentParser:
     hib.add_argument("--lower-is-better", dest="higher_is_better",
                      action="store_false")
     run.add_argument("--unit", help="custom: unit of the metric")
-    run.add_argument("--name", help="custom: workload name (default custom)")
+    run.add_argument("--name", help="custom: workload name (default: custom)")
     run.add_argument("--param", action="append", required=True,
                      help="parameter values, e.g. 1,2,4 (repeatable)")
-    run.add_argument("--runs", type=int, default=10, help="runs per setting (10)")
+    run.add_argument("--runs", type=int, default=10,
+                     help="runs per setting (default: %(default)s)")
     run.add_argument("--warmup", type=int, default=1,
-                     help="discarded runs per setting and param (1)")
+                     help="discarded rounds per param (default: %(default)s)")
+    run.add_argument("--order", choices=ORDERS, default="abba",
+                     help="order of A and B in each round: abba alternates AB "
+                     "and BA, random draws it per round (default: %(default)s)")
+    run.add_argument("--seed", type=int,
+                     help="seed of --order random (default: drawn and recorded)")
     run.add_argument("--out", required=True, metavar="FILE.json")
     run.add_argument("--timeout", type=float, default=600.0,
-                     help="seconds per workload run (600)")
-    run.add_argument("--loops", type=int, help="hackbench/perf-messaging loops")
+                     help="seconds per workload run (default: %(default)s)")
+    run.add_argument("--loops", type=int,
+                     help="hackbench/perf-messaging loops (default: "
+                     f"{_default('hackbench-process-pipe', 'loops')})")
     run.add_argument("--runtime", type=int,
-                     help="seconds (stress-ng-cpu, wakeup-latency)")
-    run.add_argument("--workers", type=int, help="wakeup-latency workers per thread")
-    run.add_argument("--busy-us", type=int, help="wakeup-latency busy usec")
-    run.add_argument("--binary", help="path of the workload program")
+                     help="seconds (default: stress-ng-cpu "
+                     f"{_default('stress-ng-cpu', 'runtime')}, wakeup-latency "
+                     f"{_default('wakeup-latency', 'runtime')})")
+    run.add_argument("--workers", type=int,
+                     help="wakeup-latency workers per thread (default: "
+                     f"{_default('wakeup-latency', 'workers')})")
+    run.add_argument("--busy-us", type=int,
+                     help="wakeup-latency busy usec (default: "
+                     f"{_default('wakeup-latency', 'busy_us')})")
+    run.add_argument("--binary", help="path of the workload program "
+                     "(default: found on $PATH)")
     run.add_argument("--skip-check", action="store_true",
                      help="do not check that the workload runs first")
-    run.add_argument("--features-path", default=DEFAULT_FEATURES)
-    run.add_argument("--proc-sys", default=DEFAULT_PROC_SYS)
-    run.add_argument("--schedstat-path", default="/proc/schedstat")
-    run.add_argument("--stat-path", default="/proc/stat")
+    run.add_argument("--features-path", default=DEFAULT_FEATURES,
+                     help="scheduler features file (default: %(default)s)")
+    run.add_argument("--proc-sys", default=DEFAULT_PROC_SYS,
+                     help="sysctl tree (default: %(default)s)")
+    run.add_argument("--schedstat-path", default="/proc/schedstat",
+                     help="(default: %(default)s)")
+    run.add_argument("--stat-path", default="/proc/stat",
+                     help="(default: %(default)s)")
     run.add_argument("--no-schedstat", action="store_true",
                      help="do not record /proc/schedstat")
     run.set_defaults(func=cmd_run)
@@ -854,7 +1044,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print JSON")
     rep.add_argument("--plot", metavar="OUT.png", help="write a PNG plot")
     rep.add_argument("--alpha", type=float, default=0.05,
-                     help="significance level (0.05)")
+                     help="significance level (default: %(default)s)")
     rep.set_defaults(func=cmd_report)
     return parser
 

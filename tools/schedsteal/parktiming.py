@@ -14,19 +14,65 @@ each run, and the same in that CPU's ticks, also counted from when the
 write returned), and the time to take the same CPUs
 offline and back online. Columns: runs, median, min, max, in ms (ticks
 for the tick row).
+
+Exit status: 0, 1 when the log holds no results, 2 (``parktiming: error:
+...``) when it cannot be read, is not text, or a result lacks a field.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 
 
-def load(lines):
-    """(evacuate results, hotplug results) from an iterable of lines."""
+class ParkTimingError(Exception):
+    """Input that cannot be summarized: ``parktiming: error: ...``, exit 2."""
+
+
+def _is_number(value):
+    # json.loads takes NaN and Infinity; neither is a timing.
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _number(obj, key, where):
+    if not _is_number(obj.get(key)):
+        raise ParkTimingError(f"{where}: {key!r} missing or not a finite number")
+
+
+def _check_evac(obj, where):
+    _number(obj, "write_ns", where)
+    _number(obj, "unpark_write_ns", where)
+    cpus = obj.get("cpus")
+    if not isinstance(cpus, dict) or not cpus:
+        raise ParkTimingError(f"{where}: 'cpus' missing or empty")
+    for cpu, c in cpus.items():
+        if not isinstance(c, dict):
+            raise ParkTimingError(f"{where}: 'cpus' entry {cpu!r} is not an object")
+        _number(c, "stay_s", f"{where}: cpu {cpu}")
+        _number(c, "stay_ticks", f"{where}: cpu {cpu}")
+        if "stay_ticks_after_write" in c:   # older probes lack it
+            _number(c, "stay_ticks_after_write", f"{where}: cpu {cpu}")
+
+
+def _check_hot(obj, where):
+    for key in ("offline_ns", "online_ns"):
+        values = obj.get(key)
+        if not isinstance(values, list) or not all(_is_number(v) for v in values):
+            raise ParkTimingError(f"{where}: {key!r} missing or not a list of "
+                                  "finite numbers")
+
+
+def load(lines, source="log"):
+    """(evacuate results, hotplug results) from an iterable of lines.
+
+    Lines that are not JSON objects are skipped (the rest of the guest log);
+    an evacuate or hotplug result with a missing or mistyped field raises
+    ParkTimingError naming the line."""
     evac, hot = [], []
-    for line in lines:
+    for lineno, line in enumerate(lines, 1):
         line = line.strip()
         if not line.startswith("{"):
             continue
@@ -34,11 +80,32 @@ def load(lines):
             obj = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if "cpus" in obj and "write_ns" in obj:
+        if not isinstance(obj, dict):
+            continue
+        where = f"{source}:{lineno}"
+        # write_ns is only in `evacuate` results, *_ns lists only in `hotplug`.
+        if "write_ns" in obj:
+            _check_evac(obj, where)
             evac.append(obj)
-        elif "offline_ns" in obj:
+        elif "offline_ns" in obj or "online_ns" in obj:
+            _check_hot(obj, where)
             hot.append(obj)
     return evac, hot
+
+
+def read_log(path):
+    """The log's lines; ParkTimingError when unreadable or not text."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ParkTimingError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        # vm.py writes guest logs decoded with errors="replace": always UTF-8.
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise ParkTimingError(f"{path}: not a text log (byte {e.start} is not "
+                              "UTF-8)") from None
 
 
 def summarize(evac, hot):
@@ -78,10 +145,9 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     try:
-        with open(args.log) as f:
-            evac, hot = load(f)
-    except OSError as e:
-        print(f"parktiming: {e}", file=sys.stderr)
+        evac, hot = load(read_log(args.log), args.log)
+    except ParkTimingError as e:
+        print(f"parktiming: error: {e}", file=sys.stderr)
         return 2
     if not evac and not hot:
         print(f"parktiming: no park_probe results in {args.log}", file=sys.stderr)
@@ -89,7 +155,6 @@ def main(argv=None):
     summary = summarize(evac, hot)
     print(json.dumps(summary, indent=2) if args.json else format_table(summary))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

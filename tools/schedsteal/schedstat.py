@@ -7,7 +7,9 @@ Usage::
     # per-CPU averaged summary + every raw field; optionally domains and per-CPU rows
     python3 -m schedsteal.schedstat report base.json --domains --per-cpu
     python3 -m schedsteal.schedstat report base.json --json
-    # compare a baseline recording (A) against a patched-kernel recording (B)
+    # compare a baseline recording (A) against a patched-kernel recording (B);
+    # %delta = (B-A)/A, + = B higher (a counter is not better or worse, unlike
+    # abbench's %chg where + = B better)
     python3 -m schedsteal.schedstat diff base.json new.json
     # print one raw snapshot as a table
     python3 -m schedsteal.schedstat show /proc/schedstat
@@ -66,7 +68,9 @@ time * %busy / (sched - idle), which is this ratio), sched (sched_count),
 idle (sched_goidle), wake (ttwu_count), and, only when the cpu lines carry
 ``find_time`` (ns) and ``steal``: %find = 100 * find_time / (elapsed_ns *
 ncpus) and steal.  Malformed input raises SchedstatError; the CLI prints
-``schedstat: error: ...`` and exits 2.
+``schedstat: error: ...`` and exits 2; so do recordings with a non-list
+``cmd``, a bad ``format_version`` or ``exit_code``, or an after time earlier
+than the before time.
 
 ``report --json`` / compute_report() keys: version, ncpus, cpus, excluded_cpus,
 cmd, exit_code, uname, summary {time, busy_pct, slice_ms, sched, idle, wake
@@ -81,6 +85,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import platform
 import re
@@ -390,18 +395,36 @@ def make_recording(before: dict, after: dict, cmd, exit_code: int) -> dict:
             "uname": platform.release()}
 
 
+def _is_number(value) -> bool:
+    # bool is an int to Python and json.loads takes NaN/Infinity: none is a time.
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
 def validate_recording(rec, source: str = "recording") -> dict:
     if not isinstance(rec, dict) or rec.get("format") != RECORDING_FORMAT:
         raise SchedstatError(f"{source}: not a {RECORDING_FORMAT} file")
     fv = rec.get("format_version")
-    if not isinstance(fv, int) or fv > RECORDING_FORMAT_VERSION:
+    if (not isinstance(fv, int) or isinstance(fv, bool)
+            or not 1 <= fv <= RECORDING_FORMAT_VERSION):
         raise SchedstatError(f"{source}: unsupported format_version {fv!r}")
     for side in ("before", "after"):
         snap = rec.get(side)
-        if (not isinstance(snap, dict) or not isinstance(snap.get("time"), (int, float))
+        if (not isinstance(snap, dict) or not _is_number(snap.get("time"))
                 or not isinstance(snap.get("schedstat"), str)
                 or not isinstance(snap.get("stat"), str)):
             raise SchedstatError(f"{source}: '{side}' needs time, schedstat and stat")
+    if rec["after"]["time"] < rec["before"]["time"]:
+        raise SchedstatError(f"{source}: after.time is before before.time "
+                             f"({rec['after']['time']} < {rec['before']['time']})")
+    # A string is iterable too: shlex.join("ls") would print "l s".
+    cmd = rec.get("cmd")
+    if cmd is not None and (not isinstance(cmd, list)
+                            or not all(isinstance(a, str) for a in cmd)):
+        raise SchedstatError(f"{source}: 'cmd' must be a list of strings, got {cmd!r}")
+    code = rec.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise SchedstatError(f"{source}: 'exit_code' must be an integer, got {code!r}")
     return rec
 
 
@@ -523,18 +546,26 @@ SUMMARY_COLUMNS = [  # (key, header, decimals)
     ("find_pct", "%find", 2), ("steal", "steal", 0)]
 
 
-def _pct_change(a, b):
+# abbench's %chg means "+ = B better"; schedstat counters are neither better
+# nor worse, so diff shows a plain relative delta under a different name.
+DELTA_CONVENTION = ("%delta = (B-A)/A, + = B higher "
+                    "(not better or worse; for time lower is better)")
+
+
+def _pct_delta(a, b):
     if a is None or b is None or a == 0:
         return None
-    return (b - a) / a * 100.0
+    return (b - a) / abs(a) * 100.0
 
 
 def diff_reports(a: dict, b: dict) -> dict:
-    """Compare two compute_report() results; A is the baseline."""
+    """Compare two compute_report() results; A is the baseline.
+
+    pct_delta is (B-A)/|A| in percent: + = B higher (see DELTA_CONVENTION)."""
     def rows(av: dict, bv: dict) -> dict:
         keys = list(dict.fromkeys(list(av) + list(bv)))
-        return {k: {"a": av.get(k), "b": bv.get(k), "pct_change": _pct_change(av.get(k), bv.get(k))}
-                for k in keys}
+        return {k: {"a": av.get(k), "b": bv.get(k),
+                    "pct_delta": _pct_delta(av.get(k), bv.get(k))} for k in keys}
     order = [k for k, _, _ in SUMMARY_COLUMNS]
     sa = {k: a["summary"][k] for k in order if k in a["summary"]}
     sb = {k: b["summary"][k] for k in order if k in b["summary"]}
@@ -603,15 +634,16 @@ def render_diff(d: dict, a_name: str = "A", b_name: str = "B") -> str:
 
     def rows(section, label_of, decimals_of):
         return [[label_of(k), _fmt(r["a"], decimals_of(k)), _fmt(r["b"], decimals_of(k)),
-                 "" if r["pct_change"] is None else f"{r['pct_change']:+.1f}"]
+                 "" if r["pct_delta"] is None else f"({r['pct_delta']:.2f}%)"]
                 for k, r in d[section].items()]
     return "\n".join([
         (f"schedstat diff: A={a_name} (v{d['a']['version']}, {d['a']['ncpus']} cpus)  "
          f"B={b_name} (v{d['b']['version']}, {d['b']['ncpus']} cpus)"), "",
-        format_table(["metric", "A", "B", "%change"],
+        "summary", f"  {DELTA_CONVENTION}",
+        format_table(["metric", "A", "B", "%delta"],
                      rows("summary", lambda k: head.get(k, k), lambda k: dec.get(k, 1))), "",
-        "cpu fields (per-cpu average delta)",
-        format_table(["field", "A", "B", "%change"], rows("cpu_fields", str, lambda k: 1))])
+        "cpu fields (per-cpu average delta)", f"  {DELTA_CONVENTION}",
+        format_table(["field", "A", "B", "%delta"], rows("cpu_fields", str, lambda k: 1))])
 
 
 def render_snapshot(snap: Snapshot, domains: bool = False) -> str:

@@ -25,7 +25,9 @@ Conventions:
 * ``stddev`` is the sample standard deviation and is 0.0 for a single value;
 * ``welch_ttest`` never raises: with fewer than two values in a sample it
   returns ``p=None`` ("cannot tell"); with zero variance in both samples the
-  p-value is 1.0 when the means are equal and 0.0 when they differ.
+  p-value is 1.0 when the means are equal and 0.0 when they differ;
+* ``paired_ttest`` is the same test on the per-pair differences (one
+  sample), with the same result type and the same degenerate cases.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = [
+    "TTestResult",
     "WelchResult",
     "amean",
     "betainc",
@@ -46,6 +49,7 @@ __all__ = [
     "maximum",
     "median",
     "minimum",
+    "paired_ttest",
     "pct_improvement",
     "stddev",
     "t_cdf",
@@ -253,33 +257,61 @@ def confidence_interval(xs: Sequence[float],
     return m, t_critical(n - 1, confidence) * stddev(vals) / math.sqrt(n)
 
 
-class WelchResult(NamedTuple):
-    """Welch's t-test result.  Fields are None when a sample has n < 2."""
+class TTestResult(NamedTuple):
+    """A t-test result.  Fields are None when there are too few values."""
 
     t: float | None
     df: float | None
     p: float | None
 
     def significant(self, alpha: float = 0.05) -> bool:
+        # A NaN p (overflowing input) compares False: never significant.
         return self.p is not None and self.p < alpha
 
 
-def welch_ttest(xs: Sequence[float], ys: Sequence[float]) -> WelchResult:
-    """Welch's unequal-variance two-sample t-test, two-sided.  Never raises."""
+WelchResult = TTestResult  # the older name
+
+
+def _t_result(diff: float, se2: float, df) -> TTestResult:
+    """t = diff / sqrt(se2) and its two-sided p; df is a callable, as it is
+    undefined when se2 is 0.  With no spread at all the p-value is 1.0 for
+    equal means and 0.0 otherwise."""
+    if se2 == 0.0:
+        if diff == 0.0:
+            return TTestResult(0.0, math.inf, 1.0)
+        return TTestResult(math.copysign(math.inf, diff), math.inf, 0.0)
+    t = diff / math.sqrt(se2)
+    dof = df()
+    return TTestResult(t, dof, t_sf2(t, dof))
+
+
+def welch_ttest(xs: Sequence[float], ys: Sequence[float]) -> TTestResult:
+    """Welch's unequal-variance two-sample t-test, two-sided.  Never raises.
+
+    t is positive when mean(xs) > mean(ys)."""
     a = [float(v) for v in xs]
     b = [float(v) for v in ys]
     if len(a) < 2 or len(b) < 2:
-        return WelchResult(None, None, None)
-    ma, mb = amean(a), amean(b)
+        return TTestResult(None, None, None)
     va, vb = variance(a) / len(a), variance(b) / len(b)
     se2 = va + vb
-    if se2 == 0.0:
-        if ma == mb:
-            return WelchResult(0.0, math.inf, 1.0)
-        return WelchResult(math.copysign(math.inf, ma - mb), math.inf, 0.0)
-    t = (ma - mb) / math.sqrt(se2)
-    df = se2 * se2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
-    return WelchResult(t, df, t_sf2(t, df))
+    return _t_result(amean(a) - amean(b), se2,
+                     lambda: se2 * se2 / (va * va / (len(a) - 1)
+                                          + vb * vb / (len(b) - 1)))
+
+
+def paired_ttest(xs: Sequence[float], ys: Sequence[float]) -> TTestResult:
+    """Paired t-test, two-sided: a one-sample t-test of the differences
+    xs[i] - ys[i] against 0 (df = pairs - 1).  t has welch_ttest's sign.
+
+    ValueError when the lengths differ; p=None with fewer than two pairs.
+    """
+    if len(xs) != len(ys):
+        raise ValueError(f"paired t-test needs pairs: {len(xs)} vs {len(ys)} values")
+    d = [float(x) - float(y) for x, y in zip(xs, ys)]
+    if len(d) < 2:
+        return TTestResult(None, None, None)
+    return _t_result(amean(d), variance(d) / len(d), lambda: len(d) - 1)
 
 
 def pct_improvement(base: float, new: float, higher_is_better: bool) -> float | None:

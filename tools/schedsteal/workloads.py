@@ -33,11 +33,13 @@ The wakeup-latency binary is looked up as: ``binary`` option,
 ``guest/wakeup-latency`` in this source tree (build it with
 ``gcc -O2 -Wall -Wextra -pthread -o guest/wakeup-latency guest/wakeup-latency.c``).
 
-Parsers raise :class:`WorkloadError` when the output lacks the metric.
+Parsers raise :class:`WorkloadError` when the output lacks the metric;
+:meth:`Workload.parse` also when the metric is NaN or infinite.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -114,7 +116,13 @@ class Workload:
 
     def parse(self, output: str, workdir: str | None = None) -> Result:
         """Parse the combined stdout+stderr text (and files in workdir)."""
-        return self.parser(output, workdir)
+        result = self.parser(output, workdir)
+        # float() takes "nan", "inf" and overflows like "1e999" to inf: none
+        # of them is a measurement, and one would poison every statistic.
+        if not math.isfinite(result.value):
+            raise WorkloadError(f"{self.name}: metric value {result.value!r} is "
+                                "not a finite number")
+        return result
 
     def available(self, options: dict | None = None) -> str | None:
         """None when the workload can run here, else the reason it cannot."""
