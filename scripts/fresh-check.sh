@@ -79,9 +79,14 @@ deb $mirror bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 EOF
 # The host's trust store (its proxy CA included) and pip configuration.
+# Local CAs go where update-ca-certificates finds them too: installing
+# ca-certificates in the chroot rebuilds /etc/ssl/certs from them.
 rm -rf "$root/etc/ssl/certs"
-mkdir -p "$root/etc/ssl"
+mkdir -p "$root/etc/ssl" "$root/usr/local/share/ca-certificates"
 cp -aL /etc/ssl/certs "$root/etc/ssl/certs"
+if [ -d /usr/local/share/ca-certificates ]; then
+	cp -aL /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
 [ -e /etc/pip.conf ] && cp -L /etc/pip.conf "$root/etc/pip.conf"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
