@@ -26,8 +26,6 @@ fi
 
 cd "$tree"
 git am --abort >/dev/null 2>&1 || true
-branch=series
-[ "$tree" = "$KTREE" ] || branch=dev
 # Remember the timestamps of the files the old series changed: those that
 # come out of the new series unchanged get them back (below), so that make
 # does not rebuild what it already built from the same content.
@@ -39,7 +37,13 @@ if [ -n "$old_head" ]; then
 		if [ -e "$f" ]; then printf '%s %s\n' "$(stat -c %Y "$f")" "$f"; fi
 	done >"$stamps"
 fi
-git checkout -q -f -B "$branch" base
+# A branch can be checked out in one worktree only: the build tree has
+# "series", the developer worktree "dev", scratch trees none.
+case "$tree" in
+"$KTREE") git checkout -q -f -B series base ;;
+"$WORKTREE") git checkout -q -f -B dev base ;;
+*) git checkout -q -f --detach base ;;
+esac
 n=0
 while IFS= read -r patch; do
 	n=$((n + 1))

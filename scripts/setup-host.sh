@@ -15,8 +15,9 @@ DEB_PACKAGES=(
 	procps util-linux                 # ps, taskset, dmesg in the guest scripts
 	rt-tests stress-ng linux-perf     # workloads: hackbench, cyclictest, stress-ng, perf bench
 )
-# Pinned so that a guest boots the same way on every machine.
-PY_PACKAGES=(virtme-ng==1.42 pytest matplotlib)
+# virtme-ng pinned so that a guest boots the same way on every machine;
+# setuptools and wheel build the editable install of our own package.
+PY_PACKAGES=(virtme-ng==1.42 pytest matplotlib "setuptools>=64" wheel)
 # Debian's interpreter, not whatever python3 is first on PATH: the same
 # on every machine, and the one the guest runs.
 PYTHON=/usr/bin/python3
