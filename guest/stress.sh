@@ -18,13 +18,12 @@ park=${2:-}
 parked=/sys/devices/system/cpu/parked
 stop=/tmp/stress.stop
 rm -f $stop
-features=/sys/kernel/debug/sched/features
-cg=/sys/fs/cgroup
-mountpoint -q $cg || mount -t cgroup2 none $cg
-echo +cpu >$cg/cgroup.subtree_control
-mkdir -p $cg/stress
-echo "20000 100000" >$cg/stress/cpu.max
-echo 1 >/proc/sys/kernel/sched_schedstats
+# Features, schedstats and the cgroup through schedsteal.guest.kernel
+# (vm-init.sh puts tools/ on PYTHONPATH); hotplug and park writes stay in
+# shell so that they come as fast as a storm should.
+kernel="python3 -m schedsteal.guest.kernel"
+cg=$($kernel cgroup stress "20000 100000") || exit 1
+$kernel schedstats || exit 1
 
 bench() { # bench NAME RUNS: hackbench RUNS times, stop at the first failure
 	i=0
@@ -37,7 +36,7 @@ bench() { # bench NAME RUNS: hackbench RUNS times, stop at the first failure
 
 bench root 6 &
 root=$!
-sh -c "echo \$\$ >$cg/stress/cgroup.procs && i=0; while [ \$i -lt 4 ]; do hackbench -P -g 1 -l 100 >/dev/null || exit 1; i=\$((i+1)); done; echo throttled: 4 runs ok" &
+sh -c "echo \$\$ >$cg/cgroup.procs && i=0; while [ \$i -lt 4 ]; do hackbench -P -g 1 -l 100 >/dev/null || exit 1; i=\$((i+1)); done; echo throttled: 4 runs ok" &
 throttled=$!
 
 storm() { # rewrite the parked set until the hotplug loop is done
@@ -62,9 +61,9 @@ r=0
 while [ $r -lt "$rounds" ]; do
 	for c in $cpus; do
 		echo 0 >"$c/online" || { echo "offline $c failed" >&2; exit 1; }
-		echo NO_STEAL >$features
+		$kernel feature NO_STEAL
 		echo 1 >"$c/online" || { echo "online $c failed" >&2; exit 1; }
-		echo STEAL >$features
+		$kernel feature STEAL
 	done
 	r=$((r + 1))
 done
@@ -75,5 +74,5 @@ status=0
 [ -z "${stormer:-}" ] || wait $stormer || status=1
 wait $root || status=1
 wait $throttled || status=1
-echo "throttled periods: $(grep nr_throttled $cg/stress/cpu.stat)"
+echo "throttled periods: $(grep nr_throttled $cg/cpu.stat)"
 exit $status

@@ -1,7 +1,10 @@
-"""Tests for schedsteal.abbench: settings, the run loop, the report and plot.
+"""Tests for abbench: settings and the run loop (schedsteal.guest.settings,
+schedsteal.guest.runner), the report and plot (schedsteal.abbench).
 
-The schedstat module is replaced by a stub (``fake_schedstat``) except in
-the one integration test that uses the real one with its fixtures.
+The schedstat hooks (guest.kernel.schedstat_snapshot,
+schedstat.make_recording and schedstat.compute_report) are replaced by
+stubs (``fake_schedstat``) except in the one integration test that uses the
+real ones with their fixtures.
 """
 
 import errno
@@ -14,15 +17,13 @@ import types
 from pathlib import Path
 
 import pytest
-from schedsteal import abbench, stats
+from schedsteal import abbench, schedstat, stats
+from schedsteal.guest import kernel, runner, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "abbench" / "results.json"
-MOD = "schedsteal.schedstat"
-
-
 def make_fake_schedstat():
-    m = types.ModuleType(MOD)
+    m = types.SimpleNamespace()
     m.calls = []
 
     def snapshot(schedstat_path="/proc/schedstat", stat_path="/proc/stat"):
@@ -46,7 +47,9 @@ def make_fake_schedstat():
 @pytest.fixture
 def fake_schedstat(monkeypatch):
     fake = make_fake_schedstat()
-    monkeypatch.setitem(sys.modules, MOD, fake)
+    monkeypatch.setattr(kernel, "schedstat_snapshot", fake.snapshot)
+    monkeypatch.setattr(schedstat, "make_recording", fake.make_recording)
+    monkeypatch.setattr(schedstat, "compute_report", fake.compute_report)
     return fake
 
 
@@ -89,55 +92,55 @@ def log_lines(g):
 # --- settings ----------------------------------------------------------------
 
 def test_parse_setting():
-    s = abbench.parse_setting("feat:NO_STEAL,TTWU_QUEUE")
+    s = settings.parse_setting("feat:NO_STEAL,TTWU_QUEUE")
     assert (s.kind, s.items) == ("feat", ("NO_STEAL", "TTWU_QUEUE"))
-    s = abbench.parse_setting("sysctl:kernel.sched_foo=1, kernel.bar=0-3,5")
+    s = settings.parse_setting("sysctl:kernel.sched_foo=1, kernel.bar=0-3,5")
     assert s.items == (("kernel.sched_foo", "1"), ("kernel.bar", "0-3,5"))
-    assert abbench.parse_setting("sh:echo a, b").items == ("echo a, b",)
-    assert abbench.parse_setting("none").kind == "none"
+    assert settings.parse_setting("sh:echo a, b").items == ("echo a, b",)
+    assert settings.parse_setting("none").kind == "none"
 
 
 @pytest.mark.parametrize("spec", ["bogus", "feat:", "feat:STEAL,", "feat:BAD-NAME",
                                   "sysctl:noequals", "sysctl:../etc/x=1", "sh:  ",
                                   "none:x", "NO_STEAL", ""])
 def test_parse_setting_errors(spec):
-    with pytest.raises(abbench.AbbenchError, match="bad setting"):
-        abbench.parse_setting(spec)
+    with pytest.raises(settings.AbbenchError, match="bad setting"):
+        settings.parse_setting(spec)
 
 
 def test_applier(guest):
-    ap = abbench.Applier(str(guest.features), str(guest.proc_sys))
+    ap = settings.Applier(str(guest.features), str(guest.proc_sys))
     assert {"STEAL", "TTWU_QUEUE", "NEXT_BUDDY"} <= ap.known_features()
-    ap.check(abbench.parse_setting("feat:STEAL,NO_TTWU_QUEUE"))
-    with pytest.raises(abbench.SettingError, match="unknown scheduler feature 'NO_STEEL'"):
-        ap.check(abbench.parse_setting("feat:NO_STEEL"))
-    with pytest.raises(abbench.SettingError, match="unknown sysctl 'kernel.nope'"):
-        ap.check(abbench.parse_setting("sysctl:kernel.nope=1"))
-    ap.apply(abbench.parse_setting("sysctl:kernel.sched_foo=5"))
+    ap.check(settings.parse_setting("feat:STEAL,NO_TTWU_QUEUE"))
+    with pytest.raises(settings.SettingError, match="unknown scheduler feature 'NO_STEEL'"):
+        ap.check(settings.parse_setting("feat:NO_STEEL"))
+    with pytest.raises(settings.SettingError, match="unknown sysctl 'kernel.nope'"):
+        ap.check(settings.parse_setting("sysctl:kernel.nope=1"))
+    ap.apply(settings.parse_setting("sysctl:kernel.sched_foo=5"))
     assert (guest.proc_sys / "kernel" / "sched_foo").read_text() == "5\n"
-    ap.apply(abbench.parse_setting("feat:STEAL"))
+    ap.apply(settings.parse_setting("feat:STEAL"))
     assert guest.features.read_text() == "STEAL"
-    with pytest.raises(abbench.SettingError, match="exited with status 3"):
-        ap.apply(abbench.parse_setting("sh:exit 3"))
-    missing = abbench.Applier(str(guest.root / "nofeatures"), str(guest.proc_sys))
-    with pytest.raises(abbench.SettingError, match="cannot read"):
-        missing.check(abbench.parse_setting("feat:STEAL"))
+    with pytest.raises(settings.SettingError, match="exited with status 3"):
+        ap.apply(settings.parse_setting("sh:exit 3"))
+    missing = settings.Applier(str(guest.root / "nofeatures"), str(guest.proc_sys))
+    with pytest.raises(settings.SettingError, match="cannot read"):
+        missing.check(settings.parse_setting("feat:STEAL"))
 
 
 def test_applier_einval(guest, monkeypatch):
     def write(fd, data):
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
-    monkeypatch.setattr(abbench.os, "write", write)
-    ap = abbench.Applier(str(guest.features), str(guest.proc_sys))
-    with pytest.raises(abbench.SettingError, match="Invalid argument.*unknown name"):
-        ap.apply(abbench.parse_setting("feat:STEAL"))
+    monkeypatch.setattr(kernel.os, "write", write)
+    ap = settings.Applier(str(guest.features), str(guest.proc_sys))
+    with pytest.raises(settings.SettingError, match="Invalid argument.*unknown name"):
+        ap.apply(settings.parse_setting("feat:STEAL"))
 
 
 def test_parse_params():
-    assert abbench.parse_params(["1,2", " 4 "]) == [1, 2, 4]
+    assert runner.parse_params(["1,2", " 4 "]) == [1, 2, 4]
     for bad in (["1,x"], ["-1"], ["1.5"], [","]):
-        with pytest.raises(abbench.AbbenchError, match="--param"):
-            abbench.parse_params(bad)
+        with pytest.raises(settings.AbbenchError, match="--param"):
+            runner.parse_params(bad)
 
 
 # --- run: errors before anything runs --------------------------------------
@@ -291,12 +294,12 @@ def test_run_seed_needs_random_order(capsys, guest, fake_schedstat):
 
 def test_run_features_and_sysctl(capsys, guest, fake_schedstat, monkeypatch):
     writes = []
-    original = abbench.Applier._write
+    original = kernel.write
 
-    def spy(path, text, what):
+    def spy(path, text):
         writes.append((Path(path).name, text))
-        original(path, text, what)
-    monkeypatch.setattr(abbench.Applier, "_write", staticmethod(spy))
+        original(path, text)
+    monkeypatch.setattr(kernel, "write", spy)
     rc, _out, err = cli(capsys, "run", "--a", "feat:NO_STEAL,TTWU_QUEUE",
                        "--b", "sysctl:kernel.sched_foo=7", *CUSTOM, "--param", "3",
                        "--runs", "1", "--warmup", "0", *guest.args)
@@ -375,7 +378,9 @@ def test_run_timeout(capsys, guest, fake_schedstat):
 
 
 def test_run_no_schedstat(capsys, guest, monkeypatch):
-    monkeypatch.setitem(sys.modules, MOD, None)   # importing it would fail
+    def snapshot(*args):
+        raise AssertionError("--no-schedstat must not read schedstat")
+    monkeypatch.setattr(kernel, "schedstat_snapshot", snapshot)
     rc, _out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
                        "--param", "1", "--runs", "1", "--warmup", "0",
                        "--no-schedstat", *guest.args)
@@ -390,10 +395,10 @@ def test_run_with_real_schedstat(capsys, guest, monkeypatch):
     run starts from schedstat_v117.txt (the settings copy it in place) and
     the workload moves the fake /proc files on to a later snapshot, so the
     deltas are the ones fixtures/abbench/README.md lists."""
-    monkeypatch.delitem(sys.modules, MOD, raising=False)
-    real = abbench._schedstat()
-    for name in ("snapshot", "make_recording", "compute_report"):
-        assert hasattr(real, name), f"schedstat.{name} missing: abbench calls it"
+    real = schedstat
+    for module, name in ((kernel, "schedstat_snapshot"), (real, "make_recording"),
+                         (real, "compute_report")):
+        assert hasattr(module, name), f"{module.__name__}.{name} missing: abbench calls it"
     files = {"ss0": FIXTURES / "schedstat" / "schedstat_v117.txt",
              "st0": FIXTURES / "schedstat" / "proc_stat_sample.txt",
              "ss1": FIXTURES / "abbench" / "schedstat_v117_later.txt",
@@ -528,7 +533,9 @@ def test_report_higher_is_better(capsys, fake_schedstat, tmp_path):
 
 
 def test_report_schedstat_unavailable(capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, MOD, None)
+    def compute_report(rec):
+        raise schedstat.SchedstatError("no summary")
+    monkeypatch.setattr(schedstat, "compute_report", compute_report)
     rc, out, _err = cli(capsys, "report", RESULTS)
     assert rc == 0
     assert "note: schedstat summaries unavailable" in out

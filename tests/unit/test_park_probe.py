@@ -1,11 +1,6 @@
-"""guest/park_probe.py: trace parsing and the evacuation measure."""
-import importlib.util
-from pathlib import Path
-
-spec = importlib.util.spec_from_file_location(
-    "park_probe", Path(__file__).resolve().parents[2] / "guest" / "park_probe.py")
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+"""guest/park_probe.py (schedsteal.guest.park_probe): trace parsing and the
+evacuation measure."""
+from schedsteal.guest import park_probe as probe
 
 
 def sw(cpu, ts, prev, nxt):

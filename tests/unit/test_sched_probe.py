@@ -1,13 +1,10 @@
-"""guest/sched_probe.py: trace parsing and steal classification, KTAP."""
-import importlib.util
-from pathlib import Path
-
+"""guest/sched_probe.py (schedsteal.guest.steal_probe): trace parsing and
+steal classification; the trace helpers it uses (schedsteal.guest.trace)."""
 import pytest
 
-spec = importlib.util.spec_from_file_location(
-    "sched_probe", Path(__file__).resolve().parents[2] / "guest" / "sched_probe.py")
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+from schedsteal import cpulist
+from schedsteal.guest import kernel, trace
+from schedsteal.guest import steal_probe as probe
 
 TRACE = """\
 # tracer: nop
@@ -78,15 +75,15 @@ def test_parse_trace_stack_without_its_event_is_dropped():
 
 
 def test_parse_cpulist():
-    assert probe.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
-    assert probe.parse_cpulist("") == []
+    assert cpulist.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert cpulist.parse_cpulist("") == []
 
 
 
 def test_trace_lost_reads_the_header():
-    assert probe.trace_lost(TRACE) == 0
+    assert trace.trace_lost(TRACE) == 0
     lost = TRACE.replace("6/6   #P:4", "4096/4102   #P:4")
-    assert probe.trace_lost(lost) == 6
+    assert trace.trace_lost(lost) == 6
 
 
 NO_HEADER = "\n".join(ln for ln in TRACE.splitlines() if "entries-in-buffer" not in ln)
@@ -96,20 +93,20 @@ NO_HEADER = "\n".join(ln for ln in TRACE.splitlines() if "entries-in-buffer" not
 def test_trace_lost_without_the_header_is_an_error(text):
     # Without its header the trace cannot say whether events were lost:
     # that must not read as "none lost".
-    with pytest.raises(probe.TraceError, match="entries-in-buffer"):
-        probe.trace_lost(text)
+    with pytest.raises(trace.TraceError, match="entries-in-buffer"):
+        trace.trace_lost(text)
 
 
 def test_trace_lost_ignores_the_header_text_inside_an_event():
     text = ("# tracer: nop\n"
             "  sh-1 [000] d..2. 1.0: tracing_mark_write: "
             "entries-in-buffer/entries-written: 1/1\n")
-    with pytest.raises(probe.TraceError):
-        probe.trace_lost(text)
+    with pytest.raises(trace.TraceError):
+        trace.trace_lost(text)
 
 
 def test_trace_stop_fails_without_the_header(monkeypatch):
-    monkeypatch.setattr(probe, "write", lambda path, value: None)
-    monkeypatch.setattr(probe, "read", lambda path: NO_HEADER)
-    with pytest.raises(probe.TraceError):
-        probe.trace_stop()
+    monkeypatch.setattr(kernel, "write", lambda path, value: None)
+    monkeypatch.setattr(kernel, "read", lambda path: NO_HEADER)
+    with pytest.raises(trace.TraceError):
+        trace.stop(stacktrace=[probe.MIGRATE])

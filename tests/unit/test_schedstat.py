@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from schedsteal import schedstat as ss
+from schedsteal.guest import kernel
 
 FIX = Path(__file__).parent / "fixtures" / "schedstat"
 STEAL_FIELDS = ["found_idle_cpu_easy", "found_idle_cpu", "found_idle_core", "nofound_idle_cpu",
@@ -525,7 +526,7 @@ def test_record_errors(tmp_path, capsys):
 
 
 def test_snapshot_and_make_recording():
-    snap = ss.snapshot(fx("schedstat_v17.txt"), fx("proc_stat_sample.txt"))
+    snap = kernel.schedstat_snapshot(fx("schedstat_v17.txt"), fx("proc_stat_sample.txt"))
     assert set(snap) == {"time", "schedstat", "stat"}
     assert snap["schedstat"].startswith("version 17\n")
     r = ss.make_recording(snap, snap, ("a", "b"), 5)

@@ -486,3 +486,11 @@ def test_traced_events_are_enabled_at_boot():
     appended = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--append"]
     assert ("trace_event=sched:sched_switch,sched:sched_migrate_task,"
             "timer:hrtimer_expire_entry") in appended
+
+
+def test_guest_json_reads_the_first_json_object_line():
+    out = "vm: booting\nnoise {\n{\"a\": 1}\n[1]\n{\"b\": 2}\n"
+    assert vm.guest_json(out) == {"a": 1}
+    assert [n for n, _ in vm.json_objects(out.splitlines())] == [3, 5]
+    with pytest.raises(vm.VMError, match="no JSON object"):
+        vm.guest_json("Time: 1.0\n")

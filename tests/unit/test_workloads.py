@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from schedsteal import workloads as wl
+from schedsteal.guest import workloads as wl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "abbench"
 REPO = Path(__file__).resolve().parents[2]

@@ -51,3 +51,10 @@ def boot(kernel, preset, cmd, timeout=900, append=None):
                           + vm.tail(res.console))
     assert res.dmesg, "no kernel log came back from the guest"
     return res
+
+
+def run_json(kernel, preset, cmd, append=None, timeout=900):
+    """boot(), then the JSON object the guest command printed (a probe's
+    result) and the run."""
+    res = boot(kernel, preset, cmd, timeout=timeout, append=append)
+    return vm.guest_json(res.output), res

@@ -1,13 +1,11 @@
 """Boot the test kernel on every preset: the guest must see the preset's
 topology (sysfs and schedstat domain lines) and run hackbench; a planted
 WARNING must fail a run."""
-import json
-
 import pytest
 
 from schedsteal import vm
 
-from conftest import boot
+from conftest import run_json
 
 
 def domain_chain(expected, cpu):
@@ -27,10 +25,8 @@ def domain_chain(expected, cpu):
 
 @pytest.mark.parametrize("preset", list(vm.PRESETS))
 def test_boot_topology_and_hackbench(test_kernel, preset):
-    res = boot(test_kernel, preset,
-               "python3 guest/topology.py && hackbench -P -g 1 -l 50")
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
-    got = json.loads(line)
+    got, res = run_json(test_kernel, preset,
+                        "python3 guest/topology.py && hackbench -P -g 1 -l 50")
     exp = vm.PRESETS[preset].expected()
     assert got["cpus"] == list(range(exp["cpus"]))
     assert got["smt_groups"] == exp["smt_groups"]

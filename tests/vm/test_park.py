@@ -4,12 +4,11 @@ pinned to parked CPUs stays and is reported, and a parked CPU never steals.
 
 Each test boots a guest and runs guest/park_probe.py, which traces
 sched_switch and the tick on every CPU and prints what it found."""
-import json
 import re
 
 import pytest
 
-from conftest import boot
+from conftest import boot, run_json
 
 PARK = "2-7"
 PARKED = range(2, 8)
@@ -22,9 +21,7 @@ MAX_STAY_TICKS = 2
 
 
 def probe(kernel, preset, args, append=None):
-    res = boot(kernel, preset, f"python3 guest/park_probe.py {args}", append=append)
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
-    return json.loads(line), res
+    return run_json(kernel, preset, f"python3 guest/park_probe.py {args}", append=append)
 
 
 def check_evacuation(got):

@@ -5,20 +5,17 @@ toggling and CFS bandwidth throttling on the debug kernel.
 Each test boots a guest and runs guest/sched_probe.py, which prints the
 schedstat deltas and, with --trace, every migration with its kernel stack
 (steals are the migrations whose stack holds steal_task/steal_from)."""
-import json
 import shlex
 
 import pytest
 
-from conftest import boot
+from conftest import run_json
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
 
 
 def probe(kernel, preset, args, append=None):
-    res = boot(kernel, preset, f"python3 guest/sched_probe.py {args}", append=append)
-    line = next(ln for ln in res.output.splitlines() if ln.startswith("{"))
-    return json.loads(line), res
+    return run_json(kernel, preset, f"python3 guest/sched_probe.py {args}", append=append)
 
 
 @pytest.mark.parametrize("preset,config", [("smt4", "test"), ("llc2x4", "test"),

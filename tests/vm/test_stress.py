@@ -5,12 +5,11 @@ and, in the second run, the parked set is rewritten in a loop.
 Every hackbench run must complete and the kernel log must stay clean;
 lockdep must still be running at the end (it switches itself off after
 its first report)."""
-import json
 import re
 
 import pytest
 
-from conftest import boot
+from conftest import boot, run_json
 
 LOCKDEP_ON = "grep -E '^ *debug_locks:' /proc/lockdep_stats"
 
@@ -22,8 +21,7 @@ def debug_locks(output):
 
 
 def test_debug_kernel_kunit_and_lockdep(debug_kernel):
-    res = boot(debug_kernel, "smt4", f"python3 guest/sched_probe.py kunit && {LOCKDEP_ON}")
-    got = json.loads(next(ln for ln in res.output.splitlines() if ln.startswith("{")))
+    got, res = run_json(debug_kernel, "smt4", f"python3 guest/sched_probe.py kunit && {LOCKDEP_ON}")
     assert got["suites"].get("sched_sparsemask") is True, got
     assert debug_locks(res.output) == 1
 

@@ -1,13 +1,9 @@
 """A/B benchmark runner and report: two scheduler settings, one boot.
 
-``run`` executes inside the test guest (standard library only).  For every
-parameter value it runs rounds of one A run and one B run, applying the
-setting before each run, in ABBA order (A B, B A, A B ...) so that slow drift
-of the machine does not favour one side, or with ``--order random`` in a
-seeded random order per round; it snapshots /proc/schedstat around each run
-and writes everything to a JSON file (each run with its ``setting``, its
-round ``index`` and its ``position`` in the whole sequence; ``order`` and
-``seed`` at the top).  ``report`` (host or guest) prints an mmtests
+The ``abbench`` command. ``run`` executes inside the test guest and lives in
+the guest half (``schedsteal.guest.runner``, settings in
+``schedsteal.guest.settings``).  ``report`` (this module, host side, any
+Python) prints an mmtests
 compare-kernels style table with Welch t-tests and paired t-tests (over the
 rounds: B minus A), the mean schedstat figures per setting, and optionally
 plots the runs.
@@ -50,500 +46,33 @@ metrics are compared by their harmonic mean (Hmean) unless a value of either
 side is <= 0; then both sides use the arithmetic mean (Amean), and the row
 and a note say so.
 
-Schedstat hooks (module ``schedsteal.schedstat``, imported lazily):
-``snapshot(schedstat_path=..., stat_path=...)``,
-``make_recording(before, after, cmd, exit_code)`` and
-``compute_report(recording)["summary"]``.  Unless ``--no-schedstat`` is given,
-``run`` turns on ``kernel.sched_schedstats`` (the counters stand still
-without it).
+Schedstat: ``run`` records with ``guest.kernel.schedstat_snapshot`` and
+``schedstat.make_recording``; ``report`` summarizes each recording with
+``schedstat.compute_report(recording)["summary"]``.  Unless
+``--no-schedstat`` is given, ``run`` turns on ``kernel.sched_schedstats``
+(the counters stand still without it).
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import importlib
 import json
 import math
 import os
-import random
-import re
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
-from . import stats
-from . import workloads as wl
+from . import schedstat, stats
+from .guest import runner
+from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
+from .guest.settings import SETTING_HELP, AbbenchError
+from .table import format_table
 
-FORMAT = "schedsteal-abbench"
-FORMAT_VERSION = 1
 REPORT_FORMAT = "schedsteal-abbench-report"
-DEFAULT_FEATURES = "/sys/kernel/debug/sched/features"
-DEBUGFS = "/sys/kernel/debug"
-DEFAULT_PROC_SYS = "/proc/sys"
-SIDES = ("A", "B")
-ORDERS = ("abba", "random")
 # Summary keys shown in the schedstat table, with their column titles.
 SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}"),
                      ("slice_ms", "slice", "{:.2f}"), ("sched", "sched", "{:.1f}"),
                      ("idle", "idle", "{:.1f}"), ("wake", "wake", "{:.1f}"),
                      ("find_pct", "%find", "{:.1f}"), ("steal", "steal", "{:.1f}"))
-TAIL_CHARS = 2000
-
-
-class AbbenchError(Exception):
-    """Bad usage, input or setting: reported as ``abbench: error: ...``, exit 2."""
-
-
-class SettingError(AbbenchError):
-    """A setting that cannot be applied."""
-
-
-def _schedstat():
-    """The schedstat module, imported on first use (tests substitute it)."""
-    return importlib.import_module(__package__ + ".schedstat")
-
-
-def _summarize(recording: dict) -> dict:
-    """Per-CPU averaged summary of one recording: time, busy_pct, slice_ms,
-    sched, idle, wake and, when the kernel reports them, find_pct, steal."""
-    return _schedstat().compute_report(recording)["summary"]
-
-
-# --- settings ----------------------------------------------------------------
-
-_FEATURE_RE = re.compile(r"^[A-Za-z0-9_]+$")
-_SYSCTL_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/:]*$")
-
-
-@dataclass(frozen=True)
-class Setting:
-    """A parsed ``--a``/``--b`` value."""
-
-    spec: str
-    kind: str       # "feat", "sysctl", "sh" or "none"
-    items: tuple    # feature names, (key, value) pairs or (command,)
-
-
-def parse_setting(spec: str) -> Setting:
-    """Parse a setting string; AbbenchError explains what is wrong."""
-    spec = spec.strip()
-    if spec == "none":
-        return Setting(spec, "none", ())
-    kind, sep, rest = spec.partition(":")
-    if not sep or kind not in ("feat", "sysctl", "sh"):
-        raise AbbenchError(f"bad setting {spec!r}: expected feat:NAME[,NAME], "
-                           "sysctl:key=value[,key=value], sh:COMMAND or none")
-    if kind == "sh":
-        if not rest.strip():
-            raise AbbenchError(f"bad setting {spec!r}: empty command")
-        return Setting(spec, kind, (rest,))
-    if kind == "feat":
-        names = [n.strip() for n in rest.split(",")]
-        for name in names:
-            if not _FEATURE_RE.match(name):
-                raise AbbenchError(f"bad setting {spec!r}: bad feature name "
-                                   f"{name!r}")
-        return Setting(spec, kind, tuple(names))
-    pairs = []
-    # A comma starts a new pair only when "key=" follows, so values may
-    # contain commas (cpu lists).
-    for item in re.split(r",(?=\s*[A-Za-z0-9_.\-/:]+=)", rest):
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or not _SYSCTL_KEY_RE.match(key) or ".." in key:
-            raise AbbenchError(f"bad setting {spec!r}: expected key=value, "
-                               f"got {item!r}")
-        pairs.append((key, value.strip()))
-    return Setting(spec, kind, tuple(pairs))
-
-
-class Applier:
-    """Applies settings; paths are overridable for tests."""
-
-    def __init__(self, features_path: str = DEFAULT_FEATURES,
-                 proc_sys: str = DEFAULT_PROC_SYS):
-        self.features_path = features_path
-        self.proc_sys = proc_sys
-
-    def sysctl_path(self, key: str) -> Path:
-        return Path(self.proc_sys) / key.replace(".", "/")
-
-    def _ensure_debugfs(self) -> None:
-        if (self.features_path != DEFAULT_FEATURES
-                or os.path.exists(self.features_path)
-                or not os.path.isdir(DEBUGFS) or os.path.ismount(DEBUGFS)):
-            return
-        proc = subprocess.run(["mount", "-t", "debugfs", "debugfs", DEBUGFS],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise SettingError(f"cannot mount debugfs on {DEBUGFS}: "
-                               f"{proc.stderr.strip()}")
-
-    def known_features(self) -> set[str]:
-        """Feature names the kernel lists, without NO_ prefixes."""
-        self._ensure_debugfs()
-        try:
-            text = Path(self.features_path).read_text()
-        except OSError as exc:
-            raise SettingError(f"cannot read {self.features_path}: "
-                               f"{exc.strerror or exc} (debugfs mounted? "
-                               "kernel built with CONFIG_SCHED_DEBUG?)") from None
-        return {t.removeprefix("NO_") for t in text.split()}
-
-    def check(self, setting: Setting) -> None:
-        """Static checks that need no change to the system."""
-        if setting.kind == "feat":
-            known = self.known_features()
-            for name in setting.items:
-                base = name.removeprefix("NO_")
-                if base not in known:
-                    raise SettingError(f"unknown scheduler feature {name!r} in "
-                                       f"{setting.spec!r} (not listed in "
-                                       f"{self.features_path})")
-        elif setting.kind == "sysctl":
-            for key, _ in setting.items:
-                if not self.sysctl_path(key).is_file():
-                    raise SettingError(f"unknown sysctl {key!r}: no "
-                                       f"{self.sysctl_path(key)}")
-
-    def apply(self, setting: Setting) -> None:
-        if setting.kind == "feat":
-            for name in setting.items:
-                self._write(self.features_path, name, f"feature {name!r}")
-        elif setting.kind == "sysctl":
-            for key, value in setting.items:
-                self._write(str(self.sysctl_path(key)), value + "\n",
-                            f"sysctl {key}={value!r}")
-        elif setting.kind == "sh":
-            proc = subprocess.run(["/bin/sh", "-c", setting.items[0]],
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True,
-                                  errors="replace", check=False)
-            if proc.stdout:
-                sys.stderr.write(proc.stdout)
-            if proc.returncode != 0:
-                raise SettingError(f"setting {setting.spec!r}: command exited "
-                                   f"with status {proc.returncode}")
-
-    @staticmethod
-    def _write(path: str, text: str, what: str) -> None:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            hint = " (unknown name or bad value?)" if exc.errno == errno.EINVAL else ""
-            raise SettingError(f"cannot set {what}: {path}: "
-                               f"{exc.strerror or exc}{hint}") from None
-
-
-# --- run -------------------------------------------------------------------
-
-def parse_params(values: list[str]) -> list[int]:
-    """``["1,2", "4"]`` -> ``[1, 2, 4]``."""
-    params = []
-    for value in values:
-        for item in value.split(","):
-            item = item.strip()
-            if not item.isdigit():
-                raise AbbenchError(f"bad --param value {item!r}: expected "
-                                   "non-negative integers like 1,2,4")
-            params.append(int(item))
-    if not params:
-        raise AbbenchError("no --param values")
-    return params
-
-
-def _execute(argv: list[str], timeout: float, env: dict) -> tuple[int, str, str | None]:
-    """Run argv in its own session; (exit code, output, error or None)."""
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", env=env,
-                                start_new_session=True)
-    except OSError as exc:
-        return 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        out, _ = proc.communicate()
-        return 124, out, f"timed out after {timeout:g} s"
-    if proc.returncode != 0:
-        return proc.returncode, out, f"exit status {proc.returncode}"
-    return 0, out, None
-
-
-class Runner:
-    """Runs the A/B sequence and keeps the results document up to date."""
-
-    def __init__(self, args: argparse.Namespace, workload: wl.Workload,
-                 options: dict, sides: dict, applier: Applier, params: list[int]):
-        self.args = args
-        self.workload = workload
-        self.options = options
-        self.sides = sides          # "A"/"B" -> (label, Setting)
-        self.applier = applier
-        self.params = params
-        self.failures = 0
-        self.position = 0           # place of the next run in the whole sequence
-        self.seed = args.seed
-        if args.order == "random" and self.seed is None:
-            self.seed = random.SystemRandom().randrange(2 ** 32)
-            print(f"abbench: random order, --seed {self.seed}", file=sys.stderr)
-        self.rng = random.Random(self.seed)
-        self.doc = self._skeleton()
-
-    def _skeleton(self) -> dict:
-        w = self.workload
-        uname = os.uname()
-        return {
-            "format": FORMAT, "format_version": FORMAT_VERSION,
-            "complete": False,
-            "workload": w.name, "description": w.description,
-            "unit": w.unit, "higher_is_better": w.higher_is_better,
-            "mean_kind": w.mean_kind, "param_key": w.param_key,
-            "param_title": w.param_title, "options": self.options,
-            "commands": {str(p): w.command(p, self.options) for p in self.params},
-            "settings": {s: {"name": label, "spec": setting.spec}
-                         for s, (label, setting) in self.sides.items()},
-            "params": self.params, "runs_per_setting": self.args.runs,
-            "warmup_per_setting": self.args.warmup,
-            "timeout": self.args.timeout,
-            "order": self.args.order,
-            "seed": self.seed if self.args.order == "random" else None,
-            "schedstat": not self.args.no_schedstat,
-            "runs": [], "warmup": [],
-            "host": {"uname": " ".join(uname), "release": uname.release,
-                     "ncpus": os.cpu_count(), "cmdline": _read("/proc/cmdline")},
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-
-    def save(self) -> None:
-        out = self.args.out
-        tmp = f"{out}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(self.doc, f, indent=1)
-                f.write("\n")
-            os.replace(tmp, out)
-        except OSError as exc:
-            raise AbbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
-
-    def _snapshot(self):
-        """A schedstat snapshot, or None (disabled, or it failed: warned)."""
-        if self.args.no_schedstat:
-            return None
-        try:
-            return _schedstat().snapshot(schedstat_path=self.args.schedstat_path,
-                                         stat_path=self.args.stat_path)
-        except Exception as exc:  # noqa: BLE001 -- keep benchmarking without it
-            print(f"abbench: warning: schedstat snapshot failed: {exc}",
-                  file=sys.stderr)
-            return None
-
-    def run_once(self, param: int) -> dict:
-        env = dict(os.environ, SCHEDSTEAL_PARAM=str(param))
-        with tempfile.TemporaryDirectory(prefix="abbench-") as workdir:
-            argv = self.workload.command(param, self.options, workdir)
-            before = self._snapshot()
-            start = time.monotonic()
-            code, output, error = _execute(argv, self.args.timeout, env)
-            duration = time.monotonic() - start
-            after = self._snapshot()
-            rec = {"value": None, "exit_code": code, "duration": round(duration, 6)}
-            if error is None:
-                try:
-                    result = self.workload.parse(output, workdir)
-                    rec["value"] = result.value
-                    if result.extra:
-                        rec["extra"] = result.extra
-                except wl.WorkloadError as exc:
-                    error = f"parse error: {exc}"
-        if error is not None:
-            rec["error"] = error
-            rec["output_tail"] = output[-TAIL_CHARS:]
-        if before is not None and after is not None:
-            rec["recording"] = _schedstat().make_recording(before, after, argv, code)
-        else:
-            rec["recording"] = None
-        return rec
-
-    def _progress(self, head: str, param: int, side: str, what: str, rec: dict) -> None:
-        label = self.sides[side][0]
-        if rec.get("error"):
-            result = f"FAILED ({rec['error']})"
-        else:
-            result = f"{rec['value']:.6g} {self.workload.unit}".rstrip()
-        print(f"{head} {self.workload.name} {self.workload.param_key}={param} "
-              f"{side}({label}) {what}: {result}", file=sys.stderr, flush=True)
-
-    def _apply(self, side: str) -> None:
-        self.applier.apply(self.sides[side][1])
-
-    def round_order(self, round_no: int) -> str:
-        """The sides of one round, in the order they run: ABBA alternates
-        AB and BA so a drift adds as much to A as to B over two rounds;
-        random draws each round's order from the seeded generator."""
-        if self.args.order == "random":
-            return "AB" if self.rng.random() < 0.5 else "BA"
-        return "AB" if round_no % 2 == 0 else "BA"
-
-    def _run_at(self, param: int) -> dict:
-        rec = self.run_once(param)
-        rec["position"] = self.position
-        self.position += 1
-        return rec
-
-    def run(self) -> int:
-        total = len(self.params) * self.args.runs * len(SIDES)
-        width = len(str(total))
-        done = 0
-        self.save()
-        for param in self.params:
-            for w in range(self.args.warmup):
-                for side in self.round_order(w):
-                    self._apply(side)
-                    rec = self._run_at(param)
-                    rec.pop("recording", None)
-                    rec.update(param=param, setting=side, index=w)
-                    self.doc["warmup"].append(rec)
-                    if rec.get("error"):
-                        self.failures += 1
-                    self._progress("[warmup]", param, side,
-                                   f"warmup {w + 1}/{self.args.warmup}", rec)
-            for i in range(self.args.runs):
-                for side in self.round_order(i):
-                    self._apply(side)
-                    rec = self._run_at(param)
-                    rec = {"param": param, "setting": side, "index": i, **rec}
-                    self.doc["runs"].append(rec)
-                    done += 1
-                    if rec.get("error"):
-                        self.failures += 1
-                    self._progress(f"[{done:{width}d}/{total}]", param, side,
-                                   f"run {i + 1}/{self.args.runs}", rec)
-                    self.save()
-        self.doc["complete"] = True
-        self.doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        self.doc["failures"] = self.failures
-        self.save()
-        if self.failures:
-            print(f"abbench: {self.failures} workload run(s) failed; results in "
-                  f"{self.args.out}", file=sys.stderr)
-            return 1
-        return 0
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
-
-
-def _enable_schedstats(proc_sys: str) -> None:
-    """Turn on kernel.sched_schedstats if it exists and is off."""
-    path = Path(proc_sys) / "kernel" / "sched_schedstats"
-    if _read(str(path)) != "0":
-        return
-    try:
-        path.write_text("1\n")
-        print("abbench: enabled kernel.sched_schedstats", file=sys.stderr)
-    except OSError as exc:
-        print(f"abbench: warning: cannot enable kernel.sched_schedstats: "
-              f"{exc.strerror or exc}; schedstat counters may stand still",
-              file=sys.stderr)
-
-
-def _workload_from_args(args: argparse.Namespace) -> wl.Workload:
-    if args.workload_cmd is not None:
-        if args.metric_regex is None:
-            raise AbbenchError("--workload-cmd needs --metric-regex")
-        if args.higher_is_better is None:
-            raise AbbenchError("--workload-cmd needs --lower-is-better or "
-                               "--higher-is-better")
-        return wl.custom(args.workload_cmd, args.metric_regex,
-                         args.higher_is_better, unit=args.unit or "",
-                         name=args.name or "custom")
-    for flag, opt in (("metric_regex", "--metric-regex"), ("unit", "--unit"),
-                      ("name", "--name"),
-                      ("higher_is_better", "--higher/--lower-is-better")):
-        if getattr(args, flag) is not None:
-            raise AbbenchError(f"{opt} only goes with --workload-cmd")
-    return wl.get(args.workload)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """The ``run`` subcommand."""
-    try:
-        workload = _workload_from_args(args)
-    except wl.WorkloadError as exc:
-        raise AbbenchError(str(exc)) from None
-    if args.runs < 1:
-        raise AbbenchError("--runs must be at least 1")
-    if args.warmup < 0:
-        raise AbbenchError("--warmup must be >= 0")
-    if not args.timeout > 0:
-        raise AbbenchError("--timeout must be > 0")
-    if args.seed is not None and args.order != "random":
-        raise AbbenchError("--seed only goes with --order random")
-    params = parse_params(args.param)
-    for flag, value, low in (("--loops", args.loops, 1), ("--runtime", args.runtime, 1),
-                             ("--workers", args.workers, 1),
-                             ("--busy-us", args.busy_us, 0)):
-        if value is not None and value < low:
-            raise AbbenchError(f"{flag} must be at least {low}")
-    options = workload.options({"loops": args.loops, "runtime": args.runtime,
-                                "workers": args.workers, "busy_us": args.busy_us,
-                                "binary": args.binary})
-    sides = {}
-    for side, spec, name in (("A", args.a, args.a_name), ("B", args.b, args.b_name)):
-        setting = parse_setting(spec)
-        sides[side] = (name or setting.spec, setting)
-    applier = Applier(args.features_path, args.proc_sys)
-    for _, setting in sides.values():
-        applier.check(setting)
-    if not args.skip_check:
-        reason = workload.available(options)
-        if reason:
-            raise AbbenchError(f"workload {workload.name} cannot run: {reason}")
-    if not args.no_schedstat:
-        try:
-            _schedstat().snapshot(schedstat_path=args.schedstat_path,
-                                  stat_path=args.stat_path)
-        except Exception as exc:  # noqa: BLE001 -- ImportError, SchedstatError...
-            raise AbbenchError(f"cannot read schedstat ({exc}); use "
-                               "--no-schedstat to run without it") from None
-    for side in SIDES:        # validate by applying A then B once
-        applier.apply(sides[side][1])
-    if not args.no_schedstat:
-        _enable_schedstats(args.proc_sys)
-    runner = Runner(args, workload, options, sides, applier, params)
-    try:
-        return runner.run()
-    except SettingError as exc:
-        runner.doc["error"] = str(exc)
-        runner.save()
-        print(f"abbench: error: {exc} (results so far in {args.out})",
-              file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        runner.doc["error"] = "interrupted"
-        runner.save()
-        print(f"abbench: interrupted (results so far in {args.out})",
-              file=sys.stderr)
-        return 130
 
 
 # --- report ----------------------------------------------------------------
@@ -638,16 +167,13 @@ def _schedstat_means(runs: list[dict]) -> tuple[dict | None, str | None]:
     recordings = [r["recording"] for r in runs if r.get("recording")]
     if not recordings:
         return None, None
-    try:
-        _schedstat()
-    except ImportError as exc:
-        return None, f"schedstat summaries unavailable: {exc}"
     summaries = []
     for rec in recordings:
         try:
-            summaries.append(_summarize(rec))
+            # time, busy_pct, slice_ms, sched, idle, wake [, find_pct, steal]
+            summaries.append(schedstat.compute_report(rec)["summary"])
         except Exception as exc:  # noqa: BLE001 -- a bad recording must not kill the report
-            return None, f"cannot summarize a schedstat recording: {exc}"
+            return None, f"schedstat summaries unavailable: {exc}"
     keys = []
     for s in summaries:
         keys += [k for k, v in s.items()
@@ -831,12 +357,12 @@ def format_report(rep: dict) -> str:
                        str(entry["B"]["failed"]),
                        "n/a" if p is None else f"{p:.4f}", str(paired["pairs"]),
                        "n/a" if pp is None else f"{pp:.4f}", entry["verdict"]))
-    lines += _columns(p_rows, left=(0, 8))
+    lines += format_table(p_rows, left=(0, 8))
 
     sched_rows = _schedstat_rows(rep, labels)
     if sched_rows:
         lines += ["", "schedstat (per-CPU deltas per run, Amean over runs)"]
-        lines += _columns(sched_rows, left=(0, 1))
+        lines += format_table(sched_rows, left=(0, 1))
     for note in rep.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
@@ -856,15 +382,6 @@ def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
                 "-" if means.get(k) is None else fmt.format(means[k])
                 for k, _, fmt in present))
     return rows
-
-
-def _columns(rows: list[tuple], left: tuple = (0,)) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i in left else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(r, widths))).rstrip())
-    return out
 
 
 def plot(rep: dict, path: str) -> None:
@@ -942,103 +459,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"abbench: error: {message}\n")
 
 
-# What parse_setting() accepts, for --help.
-SETTING_HELP = f"""\
-SETTING (--a, --b) is one of:
-  feat:NAME[,NAME...]
-      write each NAME to {DEFAULT_FEATURES} (--features-path),
-      in turn; NO_NAME turns NAME off. A name is letters, digits and _, and
-      must be one the kernel lists there (checked before anything runs).
-  sysctl:key=value[,key=value...]
-      write each value to /proc/sys/<key, dots as slashes> (--proc-sys).
-      A key is letters, digits and _ . - / : without "..", and must exist.
-      A comma starts a new pair only when key= follows, so a value may hold
-      commas: sysctl:kernel.foo=0-3,5 sets kernel.foo to 0-3,5.
-  sh:COMMAND
-      run COMMAND (everything after "sh:") with /bin/sh -c; output goes to
-      stderr, a non-zero exit status is an error.
-  none
-      change nothing.
-Both settings are checked, then applied once (A, then B) so that a typo fails
-at once; during the run the setting is applied again before every run.
-"""
-
-
-def _default(workload: str, key: str):
-    """A workload's default option value, for --help."""
-    return wl.get(workload).defaults[key]
-
-
 def build_parser() -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(prog="abbench", description=__doc__.split("\n\n")[0],
-                     epilog=SETTING_HELP, formatter_class=fmt)
+                     epilog=SETTING_HELP,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser("run", help="run an A/B comparison (in the guest)",
-                         epilog=SETTING_HELP, formatter_class=fmt)
-    run.add_argument("--a", required=True, metavar="SETTING",
-                     help="baseline setting (syntax below)")
-    run.add_argument("--b", required=True, metavar="SETTING",
-                     help="setting compared with the baseline")
-    run.add_argument("--a-name", help="label of A (default: the setting)")
-    run.add_argument("--b-name", help="label of B (default: the setting)")
-    what = run.add_mutually_exclusive_group(required=True)
-    what.add_argument("--workload", choices=wl.names(), metavar="NAME",
-                      help="one of: " + ", ".join(wl.names()))
-    what.add_argument("--workload-cmd", metavar="CMD",
-                      help="custom /bin/sh command; {param} is replaced")
-    run.add_argument("--metric-regex", help="custom: regex whose group 1 is the metric")
-    hib = run.add_mutually_exclusive_group()
-    hib.add_argument("--higher-is-better", dest="higher_is_better",
-                     action="store_true", default=None)
-    hib.add_argument("--lower-is-better", dest="higher_is_better",
-                     action="store_false")
-    run.add_argument("--unit", help="custom: unit of the metric")
-    run.add_argument("--name", help="custom: workload name (default: custom)")
-    run.add_argument("--param", action="append", required=True,
-                     help="parameter values, e.g. 1,2,4 (repeatable)")
-    run.add_argument("--runs", type=int, default=10,
-                     help="runs per setting (default: %(default)s)")
-    run.add_argument("--warmup", type=int, default=1,
-                     help="discarded rounds per param (default: %(default)s)")
-    run.add_argument("--order", choices=ORDERS, default="abba",
-                     help="order of A and B in each round: abba alternates AB "
-                     "and BA, random draws it per round (default: %(default)s)")
-    run.add_argument("--seed", type=int,
-                     help="seed of --order random (default: drawn and recorded)")
-    run.add_argument("--out", required=True, metavar="FILE.json")
-    run.add_argument("--timeout", type=float, default=600.0,
-                     help="seconds per workload run (default: %(default)s)")
-    run.add_argument("--loops", type=int,
-                     help="hackbench/perf-messaging loops (default: "
-                     f"{_default('hackbench-process-pipe', 'loops')})")
-    run.add_argument("--runtime", type=int,
-                     help="seconds (default: stress-ng-cpu "
-                     f"{_default('stress-ng-cpu', 'runtime')}, wakeup-latency "
-                     f"{_default('wakeup-latency', 'runtime')})")
-    run.add_argument("--workers", type=int,
-                     help="wakeup-latency workers per thread (default: "
-                     f"{_default('wakeup-latency', 'workers')})")
-    run.add_argument("--busy-us", type=int,
-                     help="wakeup-latency busy usec (default: "
-                     f"{_default('wakeup-latency', 'busy_us')})")
-    run.add_argument("--binary", help="path of the workload program "
-                     "(default: found on $PATH)")
-    run.add_argument("--skip-check", action="store_true",
-                     help="do not check that the workload runs first")
-    run.add_argument("--features-path", default=DEFAULT_FEATURES,
-                     help="scheduler features file (default: %(default)s)")
-    run.add_argument("--proc-sys", default=DEFAULT_PROC_SYS,
-                     help="sysctl tree (default: %(default)s)")
-    run.add_argument("--schedstat-path", default="/proc/schedstat",
-                     help="(default: %(default)s)")
-    run.add_argument("--stat-path", default="/proc/stat",
-                     help="(default: %(default)s)")
-    run.add_argument("--no-schedstat", action="store_true",
-                     help="do not record /proc/schedstat")
-    run.set_defaults(func=cmd_run)
-
+    runner.add_run_parser(sub)
     rep = sub.add_parser("report", help="compare A and B from a results file")
     rep.add_argument("file", metavar="FILE.json")
     rep.add_argument("--json", action="store_true", help="print JSON")

@@ -1,7 +1,7 @@
 """Summarize how fast parking takes effect, against CPU hotplug.
 
 Reads the JSON lines that ``guest/park_probe.py evacuate`` and
-``guest/park_probe.py hotplug`` print (a guest log holding both is fine;
+``guest/park_probe.py hotplug`` print (``vm.json_objects``) (a guest log holding both is fine;
 other lines are skipped) and prints one table::
 
     python3 -m schedsteal.parktiming out/park-timing/guest.log
@@ -25,6 +25,9 @@ import json
 import math
 import statistics
 import sys
+
+from .table import format_table
+from .vm import json_objects
 
 
 class ParkTimingError(Exception):
@@ -72,16 +75,7 @@ def load(lines, source="log"):
     an evacuate or hotplug result with a missing or mistyped field raises
     ParkTimingError naming the line."""
     evac, hot = [], []
-    for lineno, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(obj, dict):
-            continue
+    for lineno, obj in json_objects(lines):
         where = f"{source}:{lineno}"
         # write_ns is only in `evacuate` results, *_ns lists only in `hotplug`.
         if "write_ns" in obj:
@@ -128,15 +122,12 @@ def summarize(evac, hot):
             for name, v in rows.items()}
 
 
-def format_table(summary):
-    out = [f"{'':32} {'runs':>4} {'median':>9} {'min':>9} {'max':>9}"]
+def render(summary):
+    rows = [("", "runs", "median", "min", "max")]
     for name, s in summary.items():
-        if not s["n"]:
-            out.append(f"{name:32} {0:>4} {'-':>9} {'-':>9} {'-':>9}")
-            continue
-        out.append(f"{name:32} {s['n']:>4} {s['median']:>9.2f} {s['min']:>9.2f} "
-                   f"{s['max']:>9.2f}")
-    return "\n".join(out)
+        rows.append((name, s["n"]) + tuple(f"{s[k]:.2f}" if s["n"] else "-"
+                                           for k in ("median", "min", "max")))
+    return "\n".join(format_table(rows))
 
 
 def main(argv=None):
@@ -153,8 +144,9 @@ def main(argv=None):
         print(f"parktiming: no park_probe results in {args.log}", file=sys.stderr)
         return 1
     summary = summarize(evac, hot)
-    print(json.dumps(summary, indent=2) if args.json else format_table(summary))
+    print(json.dumps(summary, indent=2) if args.json else render(summary))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

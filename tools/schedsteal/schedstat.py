@@ -17,9 +17,10 @@ Usage::
 From Python (the A/B bench runner)::
 
     from schedsteal import schedstat as ss
-    before = ss.snapshot()                 # {"time", "schedstat", "stat"}
+    from schedsteal.guest import kernel
+    before = kernel.schedstat_snapshot()   # {"time", "schedstat", "stat"}
     rc = run_the_workload()
-    after = ss.snapshot()
+    after = kernel.schedstat_snapshot()
     rec = ss.make_recording(before, after, cmd, rc)
     rep = ss.compute_report(rec)           # the dict `report --json` prints
 
@@ -92,14 +93,17 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
+
+from .cpulist import format_cpulist
+from .guest import kernel
+from .table import format_table
 
 PROG = "schedstat"
 RECORDING_FORMAT = "schedsteal-schedstat-recording"
 RECORDING_FORMAT_VERSION = 1
-DEFAULT_SCHEDSTAT = "/proc/schedstat"
-DEFAULT_STAT = "/proc/stat"
+DEFAULT_SCHEDSTAT = kernel.SCHEDSTAT
+DEFAULT_STAT = kernel.STAT
 DEFAULT_OUTPUT = "schedstat.json"
 
 
@@ -231,30 +235,6 @@ def cpumask_to_list(mask: str) -> list[int]:
     return [i for i in range(bits.bit_length()) if bits >> i & 1]
 
 
-def parse_cpulist(text: str) -> list[int]:
-    """'0-3,8\n' -> [0, 1, 2, 3, 8] (sysfs cpulist format, the inverse of
-    format_cpulist)."""
-    cpus = []
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            cpus += range(int(lo), int(hi or lo) + 1)
-    return cpus
-
-
-def format_cpulist(cpus) -> str:
-    """[0, 1, 2, 3, 8] -> '0-3,8'."""
-    out, cpus = [], sorted(cpus)
-    i = 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
 # ---------------------------------------------------------------- parsing --
 
 def _ints(tokens, where: str) -> list[int]:
@@ -371,22 +351,12 @@ def busy_total(cols: dict[str, int]) -> tuple[int, int]:
 
 # -------------------------------------------------------------- recording --
 
-def _read(path: str, hint: str = "") -> str:
+def _read(path: str) -> str:
+    """A recording or a raw schedstat file named on the command line."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise SchedstatError(f"cannot read {path}: {e.strerror or e}{hint}") from None
-    except UnicodeDecodeError as e:
-        raise SchedstatError(f"cannot read {path}: {e}") from None
-
-
-def snapshot(schedstat_path: str = DEFAULT_SCHEDSTAT, stat_path: str = DEFAULT_STAT) -> dict:
-    """One raw sample: {"time": monotonic seconds, "schedstat": text, "stat": text}."""
-    t = time.monotonic()
-    return {"time": t,
-            "schedstat": _read(schedstat_path, " (kernel without CONFIG_SCHEDSTATS?)"),
-            "stat": _read(stat_path)}
+        return kernel.read(path)
+    except kernel.KernelError as e:
+        raise SchedstatError(str(e)) from None
 
 
 def make_recording(before: dict, after: dict, cmd, exit_code: int) -> dict:
@@ -452,6 +422,28 @@ def _delta(before: dict, after: dict, where: str, warnings: list) -> dict[str, i
     return out
 
 
+def cpu_deltas(before: Snapshot, after: Snapshot, warnings: list) -> dict[int, dict[str, int]]:
+    """Per-CPU field deltas of the CPUs in both snapshots; a counter that
+    went backwards is kept negative and warned about."""
+    return {c: _delta(before.cpus[c].fields, after.cpus[c].fields, f"cpu{c}", warnings)
+            for c in sorted(set(before.cpus) & set(after.cpus))}
+
+
+def text_deltas(before_text: str, after_text: str) -> dict:
+    """Deltas between two raw /proc/schedstat texts (the guest probes):
+    {version, total {field: n}, per_cpu {cpu: {field: n}}, warnings}."""
+    before = parse_schedstat(before_text, "before schedstat")
+    after = parse_schedstat(after_text, "after schedstat")
+    if before.version != after.version:
+        raise SchedstatError(f"schedstat version changed ({before.version} -> "
+                             f"{after.version})")
+    warnings: list[str] = []
+    per_cpu = cpu_deltas(before, after, warnings)
+    totals = _totals(list(per_cpu.values()), max(len(per_cpu), 1))
+    return {"version": after.version, "total": {k: v["total"] for k, v in totals.items()},
+            "per_cpu": per_cpu, "warnings": warnings}
+
+
 def _totals(per: list[dict[str, int]], n: int) -> dict[str, dict]:
     totals: dict[str, int] = {}
     for deltas in per:
@@ -488,8 +480,7 @@ def compute_report(recording: dict) -> dict:
     if not cpus:
         raise SchedstatError("no cpu is present in both snapshots")
     n = len(cpus)
-    per_cpu = {c: _delta(before.cpus[c].fields, after.cpus[c].fields, f"cpu{c}", warnings)
-               for c in cpus}
+    per_cpu = cpu_deltas(before, after, warnings)
     cpu_fields = _totals(list(per_cpu.values()), n)
 
     dom_deltas: dict[str, list] = {}
@@ -586,16 +577,9 @@ def _fmt(value, decimals: int = 1) -> str:
     return f"{value:.{decimals}f}"
 
 
-def format_table(headers, rows, left_first: bool = True, indent: str = "  ") -> str:
-    """Fixed-width table: numbers right-aligned, first column left-aligned if left_first."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for r in cells:
-        parts = [c.ljust(w) if i == 0 and left_first else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append((indent + "  ".join(parts)).rstrip())
-    return "\n".join(lines)
+def _table(headers, rows, left_first: bool = True) -> str:
+    return "\n".join(format_table([headers] + list(rows), left=(0,) if left_first else (),
+                                  indent="  "))
 
 
 def render_report(rep: dict, per_cpu: bool = False, domains: bool = False) -> str:
@@ -604,11 +588,11 @@ def render_report(rep: dict, per_cpu: bool = False, domains: bool = False) -> st
             f"schedstat v{rep['version']}, {rep['ncpus']} cpus: {rep['cpus']})"), "",
            "per-CPU average of deltas; slice = ms per timeslice (rq_cpu_time / pcount)"]
     cols = [c for c in SUMMARY_COLUMNS if c[0] in rep["summary"]]
-    out.append(format_table([h for _, h, _ in cols],
-                            [[_fmt(rep["summary"][k], d) for k, _, d in cols]], left_first=False))
+    out.append(_table([h for _, h, _ in cols],
+                      [[_fmt(rep["summary"][k], d) for k, _, d in cols]], left_first=False))
     out += ["", "cpu fields (delta)",
-            format_table(["field", "total", "avg/cpu"],
-                         [[k, v["total"], _fmt(v["avg"])] for k, v in rep["cpu_fields"].items()])]
+            _table(["field", "total", "avg/cpu"],
+                   [[k, v["total"], _fmt(v["avg"])] for k, v in rep["cpu_fields"].items()])]
     if domains and rep["domain_fields"]:
         labels = list(rep["domain_fields"])
         names = list(dict.fromkeys(n for lab in labels for n in rep["domain_fields"][lab]))
@@ -617,14 +601,14 @@ def render_report(rep: dict, per_cpu: bool = False, domains: bool = False) -> st
             info = rep["domains"][lab]
             out.append(f"  {lab}: level {'/'.join(map(str, info['levels']))}, "
                        f"{info['ncpus']} cpus, span {info['cpus']}")
-        out.append(format_table(["field"] + labels,
-                                [[n] + [_fmt(rep["domain_fields"][lab].get(n, {}).get("total"))
-                                        for lab in labels] for n in names]))
+        out.append(_table(["field"] + labels,
+                          [[n] + [_fmt(rep["domain_fields"][lab].get(n, {}).get("total"))
+                                  for lab in labels] for n in names]))
     if per_cpu:
         names = list(rep["cpu_fields"])
         out += ["", "per-cpu deltas",
-                format_table(["cpu"] + names, [[f"cpu{c}"] + [_fmt(d.get(n)) for n in names]
-                                               for c, d in rep["per_cpu"].items()])]
+                _table(["cpu"] + names, [[f"cpu{c}"] + [_fmt(d.get(n)) for n in names]
+                                         for c, d in rep["per_cpu"].items()])]
     return "\n".join(out)
 
 
@@ -640,25 +624,25 @@ def render_diff(d: dict, a_name: str = "A", b_name: str = "B") -> str:
         (f"schedstat diff: A={a_name} (v{d['a']['version']}, {d['a']['ncpus']} cpus)  "
          f"B={b_name} (v{d['b']['version']}, {d['b']['ncpus']} cpus)"), "",
         "summary", f"  {DELTA_CONVENTION}",
-        format_table(["metric", "A", "B", "%delta"],
-                     rows("summary", lambda k: head.get(k, k), lambda k: dec.get(k, 1))), "",
+        _table(["metric", "A", "B", "%delta"],
+               rows("summary", lambda k: head.get(k, k), lambda k: dec.get(k, 1))), "",
         "cpu fields (per-cpu average delta)", f"  {DELTA_CONVENTION}",
-        format_table(["field", "A", "B", "%delta"], rows("cpu_fields", str, lambda k: 1))])
+        _table(["field", "A", "B", "%delta"], rows("cpu_fields", str, lambda k: 1))])
 
 
 def render_snapshot(snap: Snapshot, domains: bool = False) -> str:
     names = list(dict.fromkeys(n for c in snap.cpus.values() for n in c.fields))
     out = [f"schedstat v{snap.version}, timestamp {snap.timestamp}, {len(snap.cpus)} cpus",
-           format_table(["cpu"] + names, [[f"cpu{c.cpu}"] + [_fmt(c.fields.get(n)) for n in names]
-                                          for c in snap.cpus.values()])]
+           _table(["cpu"] + names, [[f"cpu{c.cpu}"] + [_fmt(c.fields.get(n)) for n in names]
+                                    for c in snap.cpus.values()])]
     if domains:
         rows = [(c.cpu, d) for c in snap.cpus.values() for d in c.domains]
         if rows:
             dnames = list(dict.fromkeys(n for _, d in rows for n in d.fields))
             out += ["", "domain fields (one column per cpu/domain)",
-                    format_table(["field"] + [f"cpu{c}/{d.label}" for c, d in rows],
-                                 [["span"] + [d.span for _, d in rows]] +
-                                 [[n] + [_fmt(d.fields.get(n)) for _, d in rows] for n in dnames])]
+                    _table(["field"] + [f"cpu{c}/{d.label}" for c, d in rows],
+                           [["span"] + [d.span for _, d in rows]] +
+                           [[n] + [_fmt(d.fields.get(n)) for _, d in rows] for n in dnames])]
     return "\n".join(out)
 
 
@@ -696,11 +680,11 @@ def cmd_record(args) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise SchedstatError("record: no command given (usage: record [-o FILE] -- CMD...)")
-    before = snapshot(args.schedstat_path, args.stat_path)
+    before = kernel.schedstat_snapshot(args.schedstat_path, args.stat_path)
     parse_schedstat(before["schedstat"], args.schedstat_path)   # fail before a long run
     _say(f"recording {shlex.join(cmd)} ...")
     rc = _run(cmd)
-    after = snapshot(args.schedstat_path, args.stat_path)
+    after = kernel.schedstat_snapshot(args.schedstat_path, args.stat_path)
     rec = make_recording(before, after, cmd, rc)
     tmp = f"{args.output}.tmp{os.getpid()}"
     try:
@@ -775,7 +759,7 @@ def main(argv=None) -> int:
         return 0 if e.code is None else e.code if isinstance(e.code, int) else 2
     try:
         return args.func(args)
-    except SchedstatError as e:
+    except (SchedstatError, kernel.KernelError) as e:
         _say(f"error: {e}")
         return 2
     except BrokenPipeError:          # `report | head`: quiet exit, no flush error at shutdown

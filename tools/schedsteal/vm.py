@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import re
@@ -55,6 +56,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from .table import format_table
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_INIT = REPO / "guest" / "vm-init.sh"
@@ -245,6 +248,28 @@ def splat_context(text: str, splats: list[Splat], after: int = 12) -> str:
 
 def tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+def json_objects(lines):
+    """(line number, object) for every line of a guest's output that is a
+    JSON object: what the guest probes print; other lines are skipped."""
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            yield n, obj
+
+
+def guest_json(output: str) -> dict:
+    """The first JSON object a guest command printed (a probe's result)."""
+    for _, obj in json_objects(output.splitlines()):
+        return obj
+    raise VMError(f"no JSON object in the guest's output:\n{tail(output)}")
 
 
 def cache_dir() -> Path:
@@ -494,13 +519,11 @@ def _seconds(text: str) -> float:
 
 
 def presets_table() -> str:
-    w = max(len(pr.smp()) for pr in PRESETS.values())
-    rows = [f"{'preset':<12} {'cpus':>4} {'-smp':<{w}} description"]
+    rows = [("preset", "cpus", "-smp", "description")]
     for pr in PRESETS.values():
         numa = f", {pr.numa_nodes} nodes" if pr.numa_nodes > 1 else ""
-        rows.append(f"{pr.name:<12} {pr.cpus:>4} {pr.smp():<{w}} "
-                    f"{pr.description}{numa}")
-    return "\n".join(rows)
+        rows.append((pr.name, pr.cpus, pr.smp(), pr.description + numa))
+    return "\n".join(format_table(rows, left=(0, 2, 3)))
 
 
 RUN_EPILOG = """\

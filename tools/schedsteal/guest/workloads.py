@@ -8,7 +8,7 @@ the harmonic mean) or lower is better (times/latencies, arithmetic mean).
 
 Examples::
 
-    >>> from schedsteal import workloads
+    >>> from schedsteal.guest import workloads
     >>> w = workloads.get("hackbench-process-pipe")
     >>> w.command(4, {"loops": 500})
     ['hackbench', '-P', '-p', '-g', '4', '-l', '500']
@@ -305,7 +305,7 @@ def wakeup_latency_binary(explicit: str | None = None) -> str:
     found = shutil.which("wakeup-latency")
     if found:
         return found
-    return str(Path(__file__).resolve().parents[2] / "guest" / "wakeup-latency")
+    return str(Path(__file__).resolve().parents[3] / "guest" / "wakeup-latency")
 
 
 def _wakeup_latency(param: int, o: dict, workdir: str | None) -> list[str]:

@@ -1,0 +1,20 @@
+"""The guest half: the only code that touches the guest's kernel.
+
+It runs as root inside the test guest under the guest's own python3, so
+it uses the standard library only (Python 3.11). ``kernel`` reads and
+writes the kernel's files; ``settings`` applies A/B settings; ``runner``
+and ``workloads`` run benchmarks; ``trace`` drives tracefs; the probes
+(``steal_probe``, ``park_probe``, ``topology``) print one JSON object for
+the host. From the host half it imports pure parsing only (``cpulist``,
+``schedstat``).
+"""
+import json
+import sys
+
+
+def print_result(result: dict) -> int:
+    """Print a probe's result: one JSON object on one line, what the host's
+    vm.guest_json() reads back. The probes' exit status: 0."""
+    json.dump(result, sys.stdout)
+    print()
+    return 0

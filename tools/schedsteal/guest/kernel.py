@@ -1,0 +1,237 @@
+"""The guest kernel's files: sysfs, debugfs, procfs, cgroupfs (stdlib only).
+
+Every read and write of a kernel file in this project goes through
+``read`` and ``write``; both raise :class:`KernelError` (an ``OSError``
+with the errno kept) whose text names the file. On top of them, one
+function per job: scheduler features, schedstats, /proc/schedstat
+snapshots, CPU lists and caches, hotplug, parking, cgroups.
+
+Shell scripts in the guest use the same functions::
+
+    python3 -m schedsteal.guest.kernel feature NO_STEAL [NAME...]
+    python3 -m schedsteal.guest.kernel schedstats
+    python3 -m schedsteal.guest.kernel cgroup NAME 'QUOTA PERIOD'   # prints its path
+    python3 -m schedsteal.guest.kernel cpu-mode all | park LIST | offline LIST
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import glob
+import os
+import subprocess
+import sys
+import time
+
+from ..cpulist import parse_cpulist
+
+DEBUGFS = "/sys/kernel/debug"
+FEATURES = f"{DEBUGFS}/sched/features"
+PROC_SYS = "/proc/sys"
+SCHEDSTAT = "/proc/schedstat"
+STAT = "/proc/stat"
+CPU_SYSFS = "/sys/devices/system/cpu"
+PARKED = f"{CPU_SYSFS}/parked"
+CGROUP = "/sys/fs/cgroup"
+
+
+class KernelError(OSError):
+    """A kernel file that cannot be read or written; errno is kept."""
+
+    def __init__(self, err: int | None, message: str):
+        super().__init__(err, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def read(path: str) -> str:
+    """The file's text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise KernelError(e.errno, f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise KernelError(None, f"cannot read {path}: {e}") from None
+
+
+def write(path: str, text: str) -> None:
+    """Write text in one write(2) (sysfs takes one value per write); the
+    file must exist: a kernel file is never created."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    except OSError as e:
+        hint = " (refused: unknown name or bad value?)" if e.errno == errno.EINVAL else ""
+        raise KernelError(e.errno, f"cannot write {text.strip()!r} to {path}: "
+                          f"{e.strerror or e}{hint}") from None
+
+
+# --- scheduler features and schedstats ----------------------------------------
+
+def ensure_debugfs(features_path: str = FEATURES) -> None:
+    """Mount debugfs when the default features file is not there yet."""
+    if (features_path != FEATURES or os.path.exists(features_path)
+            or not os.path.isdir(DEBUGFS) or os.path.ismount(DEBUGFS)):
+        return
+    proc = subprocess.run(["mount", "-t", "debugfs", "debugfs", DEBUGFS],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise KernelError(None, f"cannot mount debugfs on {DEBUGFS}: "
+                          f"{proc.stderr.strip()}")
+
+
+def features(path: str = FEATURES) -> list[str]:
+    """The sched_features as the kernel lists them (NO_X when X is off)."""
+    ensure_debugfs(path)
+    return read(path).split()
+
+
+def set_feature(name: str, path: str = FEATURES) -> None:
+    """Turn a sched_feature on (NAME) or off (NO_NAME)."""
+    ensure_debugfs(path)
+    write(path, name)
+
+
+def enable_schedstats(proc_sys: str = PROC_SYS) -> bool:
+    """Turn kernel.sched_schedstats on (the counters stand still without
+    it); True when it was off. A kernel without the sysctl has no
+    schedstats to turn on: False."""
+    path = f"{proc_sys}/kernel/sched_schedstats"
+    try:
+        state = read(path).strip()
+    except KernelError:
+        return False
+    if state != "0":
+        return False
+    write(path, "1\n")
+    return True
+
+
+def read_schedstat(path: str = SCHEDSTAT) -> str:
+    try:
+        return read(path)
+    except KernelError as e:
+        raise KernelError(e.errno, f"{e} (kernel without CONFIG_SCHEDSTATS?)") from None
+
+
+def schedstat_snapshot(schedstat_path: str = SCHEDSTAT, stat_path: str = STAT) -> dict:
+    """One raw sample: {"time": monotonic seconds, "schedstat": text, "stat": text}."""
+    t = time.monotonic()
+    return {"time": t, "schedstat": read_schedstat(schedstat_path),
+            "stat": read(stat_path)}
+
+
+# --- CPUs ----------------------------------------------------------------------
+
+def online_cpus() -> list[int]:
+    return parse_cpulist(read(f"{CPU_SYSFS}/online"))
+
+
+def cpu_groups(pattern: str) -> list[tuple[int, ...]]:
+    """Distinct CPU sets in the cpulist files matching pattern, sorted."""
+    return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})
+
+
+def llc_of_cpus() -> dict[int, tuple[int, ...]]:
+    """Online cpu -> the CPUs sharing its last-level (highest) cache; a CPU
+    without cache information is left out."""
+    out = {}
+    for cpu in online_cpus():
+        indexes = glob.glob(f"{CPU_SYSFS}/cpu{cpu}/cache/index*")
+        if indexes:
+            last = max(indexes, key=lambda d: int(read(f"{d}/level")))
+            out[cpu] = tuple(parse_cpulist(read(f"{last}/shared_cpu_list")))
+    return out
+
+
+def set_online(cpu: int, on: bool) -> None:
+    """Hotplug: the kernel takes a write of the state a CPU is already in."""
+    write(f"{CPU_SYSFS}/cpu{cpu}/online", "1" if on else "0")
+
+
+def online_all() -> None:
+    for path in glob.glob(f"{CPU_SYSFS}/cpu[0-9]*/online"):
+        set_online(int(path.split("/")[-2][3:]), True)
+
+
+def parked() -> str:
+    return read(PARKED).strip()
+
+
+def set_parked(cpus: str) -> None:
+    """Park the CPUs of a cpulist ("" unparks every CPU)."""
+    write(PARKED, cpus + "\n")
+
+
+def cpu_mode(mode: str, cpus: str = "") -> None:
+    """The CPU modes the parking benchmarks compare, idempotent (it is an
+    abbench setting): all CPUs in use, `cpus` parked, `cpus` offline."""
+    if mode == "offline":
+        set_parked("")
+    online_all()
+    if mode == "offline":
+        for cpu in parse_cpulist(cpus):
+            set_online(cpu, False)
+    else:
+        set_parked(cpus if mode == "park" else "")
+
+
+# --- cgroups ---------------------------------------------------------------
+
+def make_cgroup(name: str, cpu_max: str) -> str:
+    """A cgroup v2 group with that cpu.max ("QUOTA PERIOD"); its path."""
+    if not os.path.ismount(CGROUP):
+        subprocess.run(["mount", "-t", "cgroup2", "none", CGROUP], check=True)
+    write(f"{CGROUP}/cgroup.subtree_control", "+cpu")
+    path = f"{CGROUP}/{name}"
+    os.makedirs(path, exist_ok=True)
+    write(f"{path}/cpu.max", cpu_max)
+    return path
+
+
+def cgroup_stat(path: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (ln.split() for ln in read(f"{path}/cpu.stat").splitlines())}
+
+
+# --- command line (for the guest's shell scripts) -----------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m schedsteal.guest.kernel",
+                                description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    f = sub.add_parser("feature", help="set sched_features (NAME or NO_NAME)")
+    f.add_argument("names", nargs="+", metavar="NAME")
+    sub.add_parser("schedstats", help="turn kernel.sched_schedstats on")
+    c = sub.add_parser("cgroup", help="make a cgroup with a cpu.max; print its path")
+    c.add_argument("name")
+    c.add_argument("cpu_max", metavar="'QUOTA PERIOD'")
+    m = sub.add_parser("cpu-mode", help="all | park LIST | offline LIST")
+    m.add_argument("mode", choices=("all", "park", "offline"))
+    m.add_argument("cpus", nargs="?", default="", metavar="LIST")
+    args = p.parse_args(argv)
+    if args.action == "cpu-mode" and args.mode != "all" and not args.cpus:
+        p.error(f"cpu-mode {args.mode} needs a CPU LIST")
+    try:
+        if args.action == "feature":
+            for name in args.names:
+                set_feature(name)
+        elif args.action == "schedstats":
+            enable_schedstats()
+        elif args.action == "cgroup":
+            print(make_cgroup(args.name, args.cpu_max))
+        else:
+            cpu_mode(args.mode, args.cpus)
+    except KernelError as e:
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""CPU parking probe (guest side): ``python3 guest/park_probe.py``.
+
+Runs inside a test guest and prints one JSON object on stdout, which the
+host-side tests (tests/vm/test_park.py) assert on.
+
+    park_probe.py evacuate --park 2-7 [--hog N] [--rt] [--loops L] [--feature F]
+        Run a CPU hog (and RT threads with --rt) and hackbench; park the
+        CPUs, run hackbench again, unpark, run it once more. sched_switch
+        and tick events are traced throughout: for each parked CPU, report
+        how many of its own ticks passed between the write and the last
+        moment a workload task was on it, and whether work came back
+        after unparking. The write happens once a workload task is seen
+        running on a CPU to park.
+    park_probe.py badinput
+        Write malformed and invalid sets; report each write's errno and
+        the set before and after. Then race writers against each other.
+    park_probe.py pinned --cpu 6 --park 4-7
+        A hog allowed on one CPU only, which then gets parked: report its
+        progress, its affinity and the park_pinned count.
+    park_probe.py hotplug --cpus 2-7 [--repeat R]
+        For comparison with parking: how long taking the same CPUs offline
+        and bringing them back takes, under the same CPU hog.
+"""
+import argparse
+import os
+import random
+import re
+import subprocess
+import time
+
+from .. import schedstat
+from ..cpulist import format_cpulist, parse_cpulist
+from . import kernel, print_result, trace
+
+EVENTS = ("sched/sched_switch", "timer/hrtimer_expire_entry")
+# Tasks of the workloads this probe starts (comm prefixes).
+WORKLOAD = ("hackbench", "stress-ng", "cyclictest")
+
+
+def park(cpus):
+    """Write the parked set; return (errno or 0, ns the write took)."""
+    t0 = time.perf_counter_ns()
+    try:
+        kernel.set_parked(cpus)
+        err = 0
+    except OSError as e:
+        err = e.errno
+    return err, time.perf_counter_ns() - t0
+
+
+LINE_RE = re.compile(r"\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+): (?P<event>\w+): (?P<rest>.*)")
+SWITCH_RE = re.compile(r"prev_comm=(?P<prev>.*?) prev_pid=\d+ .*==> "
+                       r"next_comm=(?P<next>.*?) next_pid=\d+")
+TICK_RE = re.compile(r"function=tick_(nohz_handler|sched_timer)\b")
+
+
+def is_workload(comm):
+    return comm.startswith(WORKLOAD)
+
+
+def parse_events(text):
+    """(ts, cpu, kind, data) for switches, ticks and markers, in order."""
+    out = []
+    for line in text.splitlines():
+        m = LINE_RE.search(line)
+        if not m:
+            continue
+        ts, cpu, ev, rest = float(m["ts"]), int(m["cpu"]), m["event"], m["rest"]
+        if ev == "sched_switch":
+            s = SWITCH_RE.search(rest)
+            if s:
+                out.append((ts, cpu, "switch", (s["prev"], s["next"])))
+        elif ev == "hrtimer_expire_entry":
+            if TICK_RE.search(rest):
+                out.append((ts, cpu, "tick", None))
+        elif ev == "tracing_mark_write":
+            out.append((ts, cpu, "marker", rest.strip()))
+    return out
+
+
+def evacuation(events, cpus):
+    """Per CPU of `cpus`: workload before parking, how long (in that CPU's
+    ticks and in seconds) workload tasks stayed after the write began, the
+    same in ticks after it returned, and the workload it ran again after
+    unparking. A workload task still running when the CPUs are unparked
+    stayed the whole time."""
+    t_park = next(ts for ts, _, k, d in events if k == "marker" and d == "PARK")
+    # The write has returned: the set is in place and the pushes are queued.
+    t_parked = next((ts for ts, _, k, d in events if k == "marker" and d == "PARKED"),
+                    t_park)
+    t_unpark = next(ts for ts, _, k, d in events if k == "marker" and d == "UNPARK")
+    res = {}
+    for cpu in cpus:
+        before = after = 0
+        last = None          # last moment a workload task was on it while parked
+        on = False           # a workload task is running on it
+        unparked = False
+        ticks = []
+        for ts, c, kind, data in events:
+            if c != cpu or kind == "marker":
+                continue
+            if ts >= t_unpark and not unparked:
+                unparked = True
+                if on:
+                    last = t_unpark
+            if kind == "tick":
+                ticks.append(ts)
+                continue
+            prev, nxt = data
+            if ts < t_park:
+                before += is_workload(nxt)
+            elif ts < t_unpark:
+                if is_workload(prev) or is_workload(nxt):
+                    last = ts
+            else:
+                after += is_workload(nxt)
+            on = is_workload(nxt)
+        if on and not unparked:
+            last = t_unpark
+        stay = 0.0 if last is None else last - t_park
+        res[cpu] = {
+            "workload_before": before,
+            "workload_after_unpark": after,
+            "stay_ticks": 0 if last is None else sum(1 for t in ticks if t_park < t <= last),
+            "stay_s": round(stay, 6),
+            "stay_ticks_after_write": 0 if last is None else sum(
+                1 for t in ticks if t_parked < t <= last),
+            "ticks_while_parked": sum(1 for t in ticks if t_park < t < t_unpark),
+        }
+    return res
+
+
+def schedstat_delta(before, after):
+    """Per-CPU deltas of the park and steal fields."""
+    per_cpu = schedstat.text_deltas(before, after)["per_cpu"]
+    return {cpu: {k: v for k, v in d.items() if k.startswith(("park_", "steal"))}
+            for cpu, d in per_cpu.items()}
+
+
+def hackbench(loops, wait=True):
+    cmd = ["hackbench", "-P", "-g", "2", "-l", str(loops)]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.run(cmd, capture_output=True, text=True).returncode
+
+
+def workload_cpus():
+    """CPUs on which a workload task is running or runnable right now."""
+    found = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = kernel.read(f"/proc/{pid}/stat")
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        if is_workload(comm) and rest[0] == "R":
+            found.add(int(rest[36]))
+    return found
+
+
+def wait_for_workload_on(cpus, tries=2000):
+    """Poll until a workload task runs on one of `cpus` (bounded)."""
+    for _ in range(tries):
+        if workload_cpus() & set(cpus):
+            return True
+    return False
+
+
+def cmd_evacuate(args):
+    cpus = parse_cpulist(args.park)
+    for f in args.feature:
+        kernel.set_feature(f)
+    kernel.enable_schedstats()
+    bg = [subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    if args.rt:
+        bg.append(subprocess.Popen(["cyclictest", "-q", "-p", "20", "-t", "2",
+                                    "-i", "2000"], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL))
+    result = {"status": []}
+    try:
+        start = kernel.read_schedstat()
+        trace.start(EVENTS, 8192)
+        # Park while hackbench and the hog run on the CPUs to park.
+        hb = hackbench(args.loops, wait=False)
+        result["workload_seen"] = wait_for_workload_on(cpus)
+        s0 = kernel.read_schedstat()
+        trace.marker("PARK")
+        result["park_errno"], result["write_ns"] = park(args.park)
+        trace.marker("PARKED")
+        s0w = kernel.read_schedstat()
+        result["parked"] = kernel.parked()
+        result["status"].append(hb.wait())
+        s1 = kernel.read_schedstat()
+        trace.marker("UNPARK")
+        result["unpark_errno"], result["unpark_write_ns"] = park("")
+        result["parked_after_unpark"] = kernel.parked()
+        result["status"].append(hackbench(args.loops))
+        end = kernel.read_schedstat()
+        text, result["trace_lost"] = trace.stop()
+        if args.keep_trace:
+            with open(args.keep_trace, "w") as f:
+                f.write(text)
+    finally:
+        for p in bg:
+            p.kill()
+            p.wait()
+        park("")
+    result["cpus"] = evacuation(parse_events(text), cpus)
+    # Pushes and evacuations from just before the write; steal attempts
+    # from just after it (a steal already under way may finish).
+    result["schedstat_parked"] = schedstat_delta(s0, s1)
+    result["schedstat_after_write"] = schedstat_delta(s0w, s1)
+    result["schedstat_whole_run"] = schedstat_delta(start, end)
+    return print_result(result)
+
+
+def cmd_badinput(args):
+    online = kernel.online_cpus()
+    last = online[-1]
+    cases = ["abc", "1-", "2-1", "0x3", str(last + 1), "4096", "-1",
+             format_cpulist(online)]
+    result = {"cases": []}
+    park("")
+    err, _ = park("1")
+    result["setup"] = [err, kernel.parked()]
+    for c in cases:
+        before = kernel.parked()
+        err, _ = park(c)
+        result["cases"].append({"input": c, "errno": err, "before": before,
+                                "after": kernel.parked()})
+    # A CPU that is offline.
+    kernel.set_online(last, False)
+    try:
+        before = kernel.parked()
+        err, _ = park(str(last))
+        result["cases"].append({"input": f"{last} (offline)", "errno": err,
+                                "before": before, "after": kernel.parked()})
+    finally:
+        kernel.set_online(last, True)
+    # Parked, then taken offline: it leaves the set.
+    err, _ = park(str(last))
+    kernel.set_online(last, False)
+    result["offlined_parked"] = [err, kernel.parked()]
+    kernel.set_online(last, True)
+    result["after_online"] = kernel.parked()
+    # Valid writes, then the empty write.
+    err, _ = park("2-3")
+    result["valid"] = [err, kernel.parked()]
+    err, _ = park("")
+    result["empty"] = [err, kernel.parked()]
+    # Writers racing: the set ends as one of the valid sets written.
+    sets = [format_cpulist(sorted(random.sample(online[1:], k)))
+            for k in range(1, len(online) - 1) for _ in range(3)]
+    kids = []
+    for i in range(4):
+        pid = os.fork()
+        if pid == 0:
+            rng = random.Random(i)
+            bad = 0
+            for _ in range(100):
+                bad += park(rng.choice(sets))[0] != 0
+            os._exit(1 if bad else 0)
+        kids.append(pid)
+    result["racers_ok"] = all(os.waitpid(k, 0)[1] == 0 for k in kids)
+    final = kernel.parked()
+    result["race_final"] = final
+    result["race_final_is_written"] = final in sets
+    park("")
+    return print_result(result)
+
+
+def utime(pid):
+    return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[11])
+
+
+def cmd_pinned(args):
+    kernel.enable_schedstats()
+    # The shell is pinned before it forks the hog: pinned from birth.
+    hog = subprocess.Popen(["taskset", "-c", str(args.cpu), "sh", "-c",
+                            "exec sh -c 'while :; do :; done'"])
+    result = {}
+    try:
+        # Poll until taskset has pinned it (bounded: taskset fails or not).
+        for _ in range(1000):
+            status = kernel.read(f"/proc/{hog.pid}/status")
+            if re.search(rf"Cpus_allowed_list:\s*{args.cpu}\n", status):
+                break
+            time.sleep(0.01)
+        s0 = kernel.read_schedstat()
+        err, _ = park(args.park)
+        result["park_errno"] = err
+        u0 = utime(hog.pid)
+        result["status"] = hackbench(args.loops)
+        u1 = utime(hog.pid)
+        result["status2"] = hackbench(args.loops)
+        u2 = utime(hog.pid)
+        s1 = kernel.read_schedstat()
+        result["utime"] = [u0, u1, u2]
+        result["affinity"] = re.search(r"Cpus_allowed_list:\s*(\S+)",
+                                       kernel.read(f"/proc/{hog.pid}/status"))[1]
+        result["cpu"] = int(kernel.read(f"/proc/{hog.pid}/stat").rsplit(")", 1)[1].split()[36])
+        result["pid"] = hog.pid
+    finally:
+        hog.kill()
+        hog.wait()
+        park("")
+    result["schedstat"] = schedstat_delta(s0, s1)
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    result["log_lines"] = [ln for ln in log.splitlines()
+                           if "parked CPUs" in ln and f"[{result['pid']}]" in ln]
+    return print_result(result)
+
+
+def cmd_hotplug(args):
+    cpus = parse_cpulist(args.cpus)
+    hog = subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    result = {"offline_ns": [], "online_ns": []}
+    try:
+        for _ in range(args.repeat):
+            for on, key in ((False, "offline_ns"), (True, "online_ns")):
+                t0 = time.perf_counter_ns()
+                for c in cpus:
+                    kernel.set_online(c, on)
+                result[key].append(time.perf_counter_ns() - t0)
+    finally:
+        hog.kill()
+        hog.wait()
+    return print_result(result)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="park_probe.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    e = sub.add_parser("evacuate")
+    e.add_argument("--park", required=True)
+    e.add_argument("--hog", type=int, default=8)
+    e.add_argument("--rt", action="store_true")
+    e.add_argument("--loops", type=int, default=50)
+    e.add_argument("--feature", action="append", default=[])
+    e.add_argument("--keep-trace", metavar="FILE", help="write the raw trace there")
+    sub.add_parser("badinput")
+    n = sub.add_parser("pinned")
+    n.add_argument("--cpu", type=int, default=6)
+    n.add_argument("--park", default="4-7")
+    n.add_argument("--loops", type=int, default=100)
+    h = sub.add_parser("hotplug")
+    h.add_argument("--cpus", default="2-7")
+    h.add_argument("--hog", type=int, default=2)
+    h.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
+            "pinned": cmd_pinned, "hotplug": cmd_hotplug}[args.action](args)

@@ -1,0 +1,136 @@
+"""Idle task stealing probe (guest side): ``python3 guest/sched_probe.py``.
+
+Runs inside a test guest and prints one JSON object on stdout, which the
+host-side tests assert on.
+
+    sched_probe.py run [--feature F]... [--trace] [--cgroup-max "Q P"] -- CMD
+        Set sched_features, turn schedstats on, snapshot /proc/schedstat,
+        run CMD (in a cgroup with that cpu.max if asked), snapshot again.
+        With --trace, record sched_migrate_task events with a kernel stack
+        for each, and classify the migrations done by idle task stealing.
+    sched_probe.py kunit
+        Parse the KTAP results the built-in KUnit suites left in dmesg.
+"""
+import argparse
+import os
+import re
+import subprocess
+
+from .. import schedstat
+from . import kernel, print_result, trace
+
+MIGRATE = "sched/sched_migrate_task"
+# A migration is a steal when set_task_cpu() was called from the steal
+# code. The compiler may inline steal_from()/steal_task() into
+# sched_balance_newidle(); newidle balance's own migrations go through
+# sched_balance_rq() and its detach helpers instead.
+STEAL_CALLERS = ("steal_from", "steal_task", "sched_balance_newidle")
+
+
+EVENT_RE = re.compile(r"\[(?P<cpu>\d+)\].*sched_migrate_task: comm=(?P<comm>.*?) "
+                      r"pid=(?P<pid>\d+) prio=\d+ orig_cpu=(?P<orig>\d+) "
+                      r"dest_cpu=(?P<dest>\d+)")
+STACK_RE = re.compile(r"\[(?P<cpu>\d+)\].*<stack trace>")
+
+
+def parse_trace(text):
+    """Migrations with their kernel stacks, from the trace file.
+
+    The trace file merges the per-CPU buffers by timestamp, so another
+    CPU's event can come between an event and its stack. Each stack is
+    therefore matched to the last event recorded on the same CPU, never
+    to the previous line.
+    """
+    events, last_on_cpu, cur = [], {}, None
+    for line in text.splitlines():
+        m = EVENT_RE.search(line)
+        if m:
+            ev = {"cpu": int(m["cpu"]), "comm": m["comm"], "pid": int(m["pid"]),
+                  "orig": int(m["orig"]), "dest": int(m["dest"]), "stack": []}
+            events.append(ev)
+            last_on_cpu[ev["cpu"]] = ev
+            cur = None
+            continue
+        m = STACK_RE.search(line)
+        if m:
+            # A stack belongs to at most one event.
+            cur = last_on_cpu.pop(int(m["cpu"]), None)
+        elif cur is not None and line.strip().startswith("=>"):
+            cur["stack"].append(line.strip()[2:].strip().split("+")[0])
+        elif line.strip() and not line.startswith("#"):
+            cur = None
+    for e in events:
+        # The stack starts in the tracepoint: the caller we want is the
+        # frame right after set_task_cpu.
+        stack = e["stack"]
+        i = stack.index("set_task_cpu") + 1 if "set_task_cpu" in stack else len(stack)
+        e["caller"] = stack[i] if i < len(stack) else None
+        e["steal"] = e["caller"] in STEAL_CALLERS
+    return events
+
+
+def cmd_run(args):
+    for f in args.feature:
+        kernel.set_feature(f)
+    kernel.enable_schedstats()
+    cg = kernel.make_cgroup("probe", args.cgroup_max) if args.cgroup_max else None
+    if args.trace:
+        trace.start([MIGRATE], 16384, stacktrace=[MIGRATE])
+    before = kernel.read_schedstat()
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    preexec = None
+    if cg:
+        def preexec():
+            kernel.write(f"{cg}/cgroup.procs", str(os.getpid()))
+    proc = subprocess.run(["/bin/sh", "-c", " ".join(cmd)], capture_output=True,
+                          text=True, preexec_fn=preexec)
+    after = kernel.read_schedstat()
+    result = {"status": proc.returncode, "stdout": proc.stdout[-4000:],
+              "stderr": proc.stderr[-4000:]}
+    if args.trace:
+        text, result["trace_lost"] = trace.stop(stacktrace=[MIGRATE])
+        events = parse_trace(text)
+        llc = kernel.llc_of_cpus()
+        steals = [e for e in events if e["steal"]]
+        result["migrations"] = len(events)
+        result["steals"] = [{k: e[k] for k in ("comm", "pid", "orig", "dest", "caller")}
+                            for e in steals]
+        result["cross_llc_steals"] = [e for e in steals
+                                      if e["dest"] not in llc.get(e["orig"], ())]
+    delta = schedstat.text_deltas(before, after)
+    result.update({"schedstat_version": delta["version"], "total": delta["total"],
+                   "per_cpu": delta["per_cpu"], "schedstat_warnings": delta["warnings"],
+                   "features": kernel.features()})
+    if cg:
+        result["cgroup"] = kernel.cgroup_stat(cg)
+    return print_result(result)
+
+
+KTAP_RE = re.compile(r"^\s*(not ok|ok) (\d+) (\S+)")
+
+
+def cmd_kunit(args):
+    """Top-level KTAP results: 'ok N suite' lines at indentation 0."""
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    suites, cases = {}, {}
+    for line in log.splitlines():
+        body = re.sub(r"^\[[^\]]*\]\s?", "", line)
+        m = KTAP_RE.match(body)
+        if not m:
+            continue
+        indented = body[:1] in (" ", "\t")
+        (cases if indented else suites)[m[3]] = m[1] == "ok"
+    return print_result({"suites": suites, "cases": cases})
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="sched_probe.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--feature", action="append", default=[])
+    r.add_argument("--trace", action="store_true")
+    r.add_argument("--cgroup-max", metavar="'QUOTA PERIOD'")
+    r.add_argument("cmd", nargs=argparse.REMAINDER)
+    sub.add_parser("kunit")
+    args = p.parse_args(argv)
+    return cmd_run(args) if args.action == "run" else cmd_kunit(args)
