@@ -26,7 +26,7 @@ command -v ccache >/dev/null || die "ccache not found (run scripts/setup-host.sh
 
 jobs=$(($(nproc) + 1))
 # Objects in a full build, for the first progress estimate (measured).
-declare -A FULL_BUILD_OBJECTS=([test]=1500 [debug]=1700)
+declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420)
 kmake() { make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" "$@"; }
 
 # Regenerate .config only when a fragment changed: olddefconfig rewrites
