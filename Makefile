@@ -13,7 +13,7 @@ STAGE := scripts/stage.sh
 export CMD
 
 .PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park test test-unit \
-	test-series test-vm fresh-check worktree export-patches checkpatch clean-build
+	test-series test-vm fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
 	@echo "make demo            build, boot $(PRESET) and print an A/B table"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
 	@echo "make fresh-check [FRESH=setup|demo|test]   the README path in a fresh Debian 12 chroot"
+	@echo "make rebase-check [BUMP=1]   does the series apply to every 6.12 the archive offers?"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; if [ -x $(VENV)/bin/schedsteal-vm ]; then $(VENV)/bin/schedsteal-vm presets; \
 		else echo "  (run make setup first)"; fi
@@ -72,6 +73,9 @@ test-vm: kernels
 
 fresh-check:
 	@$(STAGE) fresh-check-$(or $(FRESH),setup) scripts/fresh-check.sh $(or $(FRESH),setup)
+
+rebase-check: setup
+	@$(STAGE) rebase-check scripts/rebase-check.sh $(if $(BUMP),--bump)
 
 worktree: setup
 	@scripts/worktree.sh

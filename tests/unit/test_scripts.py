@@ -55,9 +55,14 @@ def host(tmp_path):
     tool("apt-cache", f'[ "$1" = madison ] || exit 1\n'
                       f'while read -r v; do echo " linux-source-6.12 | $v | http://x bookworm/main"; '
                       f'done <{state}/archive')
-    tool("apt-get", f'echo "$*" >>{state}/apt-get.log')
+    # "download PKG=VER" hands out the package prepared in state/debs.
+    tool("apt-get", f'echo "$*" >>{state}/apt-get.log\n'
+                    f'if [ "$1" = download ] || [ "$2" = download ]; then\n'
+                    f'  for a; do v=${{a#*=}}; done\n'
+                    f'  cp {state}/debs/$v.deb ./linux-source-6.12_${{v}}_all.deb\nfi')
     tool("sudo", 'exec "$@"')
     h = Host()
+    h.state = state
     h.set()
     return h
 
@@ -154,3 +159,65 @@ def test_makefile_stops_when_the_kernel_build_fails(tmp_path):
     p = run(["make", "-s", "vm", "CMD=true"], env, cwd=repo)
     assert p.returncode != 0
     assert not (tmp_path / "vm-ran").exists(), "vm was started without a kernel"
+
+
+def fake_source_deb(host, version, text):
+    """A linux-source-6.12 package whose tree holds kernel/sched/x.c."""
+    root = host.state / "pkg" / version
+    src = root / "src" / "linux-source-6.12" / "kernel" / "sched"
+    src.mkdir(parents=True)
+    (src / "x.c").write_text(text)
+    usr = root / "deb" / "usr" / "src"
+    usr.mkdir(parents=True)
+    subprocess.run(["tar", "-cJf", str(usr / "linux-source-6.12.tar.xz"), "-C",
+                    str(root / "src"), "linux-source-6.12"], check=True)
+    (root / "deb" / "DEBIAN").mkdir()
+    (root / "deb" / "DEBIAN" / "control").write_text(
+        f"Package: linux-source-6.12\nVersion: {version}\nArchitecture: all\n"
+        "Maintainer: t <t@t.invalid>\nDescription: test\n")
+    (host.state / "debs").mkdir(exist_ok=True)
+    subprocess.run(["dpkg-deb", "-Zgzip", "--build", str(root / "deb"),
+                    str(host.state / "debs" / f"{version}.deb")], check=True, capture_output=True)
+
+
+@pytest.fixture
+def one_patch_repo(tmp_path):
+    """A copy of the scripts with a one-patch series on kernel/sched/x.c."""
+    repo = tmp_path / "repo"
+    shutil.copytree(SCRIPTS, repo / "scripts")
+    (repo / "patches").mkdir()
+    (repo / "patches" / "0001-sched-x.patch").write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: t <t@t.invalid>\nSubject: [PATCH] sched: x\n\nWhy.\n---\n"
+        "diff --git a/kernel/sched/x.c b/kernel/sched/x.c\n"
+        "--- a/kernel/sched/x.c\n+++ b/kernel/sched/x.c\n"
+        "@@ -3,3 +3,3 @@\n one\n-two\n+TWO\n three\n")
+    (repo / "patches" / "series").write_text("0001-sched-x.patch\n")
+    return repo
+
+
+def test_rebase_check_reports_each_version(host, one_patch_repo):
+    fake_source_deb(host, "6.12.1-1", "a\nb\none\ntwo\nthree\nc\n")
+    fake_source_deb(host, "6.12.2-1", "a\nb\none\nzwei\nthree\nc\n")
+    host.set(installed="6.12.1-1", archive=["6.12.1-1", "6.12.2-1"])
+    (one_patch_repo / "BASE_VERSION").write_text("6.12.1-1\n")
+    p = run([str(one_patch_repo / "scripts" / "rebase-check.sh")], host.env)
+    rows = [" ".join(ln.split()) for ln in p.stdout.splitlines()[1:]]
+    assert rows == ["6.12.1-1 pinned applies (1 patches)",
+                    "6.12.2-1 newest patch 0001-sched-x.patch: kernel/sched/x.c"], p.stdout
+    assert p.returncode != 0, "the newest version does not take the series"
+    assert "superseded by 6.12.2-1" in p.stderr
+    # Nothing moved without --bump, and never to a version that conflicts.
+    p = run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--bump"], host.env)
+    assert (one_patch_repo / "BASE_VERSION").read_text() == "6.12.1-1\n"
+
+
+def test_rebase_check_bump_moves_to_the_newest(host, one_patch_repo):
+    fake_source_deb(host, "6.12.1-1", "a\nb\none\ntwo\nthree\nc\n")
+    fake_source_deb(host, "6.12.3-1", "a\nnew\nb\none\ntwo\nthree\nc\n")
+    host.set(installed="6.12.1-1", archive=["6.12.1-1", "6.12.3-1"])
+    (one_patch_repo / "BASE_VERSION").write_text("6.12.1-1\n")
+    p = run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--bump"], host.env)
+    assert p.returncode == 0, p.stderr
+    assert "6.12.3-1 newest applies (1 patches)" in [" ".join(ln.split()) for ln in p.stdout.splitlines()]
+    assert (one_patch_repo / "BASE_VERSION").read_text() == "6.12.3-1\n"
