@@ -90,6 +90,23 @@ def test_pinned_task_stays_and_is_reported(any_kernel):
     assert len(got["log_lines"]) == 1, got["log_lines"]
 
 
+def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(test_kernel):
+    """Issue 9's ping-pong: hogs allowed on CPUs 0 and 5 of llc2x4, CPU 5
+    parked. The load balancer retargeted a pull to another CPU of the
+    destination's group (can_migrate_task()'s new_dst_cpu) without asking
+    whether it was parked, put the hogs on CPU 5, and its tick pushed them
+    off again, hundreds of times a second."""
+    got, _ = probe(test_kernel, "llc2x4", "pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5")
+    assert got["park_errno"] == 0 and got["parked"] == "5"
+    assert got["settled"], "the hogs never left the parked CPU"
+    assert got["samples"] >= 400
+    before, after = got["utime"]
+    assert all(b > a for a, b in zip(before, after)), "every hog ran"
+    st = {int(c): v for c, v in got["schedstat"].items()}
+    assert (st[5]["park_push"], st[5]["park_evac"]) == (0, 0), st[5]
+    assert got["on_parked"] == 0
+
+
 PARKED_LINE = re.compile(r"^parked=\[(.*)\]$", re.M)
 SHOW_PARKED = 'echo "parked=[$(cat /sys/devices/system/cpu/parked)]"'
 

@@ -17,6 +17,10 @@ host-side tests (tests/vm/test_park.py) assert on.
     park_probe.py pinned --cpu 6 --park 4-7
         A hog allowed on one CPU only, which then gets parked: report its
         progress, its affinity and the park_pinned count.
+    park_probe.py pingpong --park 5 --cpus 0,5 [--hogs 4] [--seconds 5]
+        Hogs allowed on an unparked and a parked CPU: once they have left
+        the parked CPU, sample where they run and count the parked CPU's
+        pushes and evacuations; nothing may put them back.
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -314,6 +318,54 @@ def cmd_pinned(args):
     return print_result(result)
 
 
+def task_cpu(pid):
+    """The CPU the task runs on, or last ran on."""
+    return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
+
+
+def cmd_pingpong(args):
+    kernel.enable_schedstats()
+    parked_cpus = set(parse_cpulist(args.park))
+    err, _ = park(args.park)
+    result = {"park_errno": err, "parked": kernel.parked()}
+    # taskset execs the shell that runs the loop: pinned from birth.
+    hogs = [subprocess.Popen(["taskset", "-c", args.cpus, "sh", "-c", "while :; do :; done"])
+            for _ in range(args.hogs)]
+    try:
+        pids = [h.pid for h in hogs]
+        # Bounded polls: every hog pinned, then none left on a parked CPU
+        # (the first push); what happens after that is what is measured.
+        for _ in range(1000):
+            if all(re.search(rf"Cpus_allowed_list:\s*{re.escape(args.cpus)}\n",
+                             kernel.read(f"/proc/{pid}/status")) for pid in pids):
+                break
+            time.sleep(0.01)
+        result["settled"] = False
+        for _ in range(1000):
+            if not {task_cpu(pid) for pid in pids} & parked_cpus:
+                result["settled"] = True
+                break
+            time.sleep(0.01)
+        s0 = kernel.read_schedstat()
+        u0 = [utime(pid) for pid in pids]
+        samples = on_parked = 0
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            on_parked += sum(task_cpu(pid) in parked_cpus for pid in pids)
+            samples += len(pids)
+            time.sleep(0.01)        # the sampling interval
+        s1 = kernel.read_schedstat()
+        result["utime"] = [u0, [utime(pid) for pid in pids]]
+        result["samples"], result["on_parked"] = samples, on_parked
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        park("")
+    result["schedstat"] = schedstat_delta(s0, s1)
+    return print_result(result)
+
+
 def cmd_hotplug(args):
     cpus = parse_cpulist(args.cpus)
     hog = subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
@@ -347,10 +399,16 @@ def main(argv=None):
     n.add_argument("--cpu", type=int, default=6)
     n.add_argument("--park", default="4-7")
     n.add_argument("--loops", type=int, default=100)
+    g = sub.add_parser("pingpong")
+    g.add_argument("--park", default="5")
+    g.add_argument("--cpus", default="0,5")
+    g.add_argument("--hogs", type=int, default=4)
+    g.add_argument("--seconds", type=float, default=5)
     h = sub.add_parser("hotplug")
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
     h.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
     return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
-            "pinned": cmd_pinned, "hotplug": cmd_hotplug}[args.action](args)
+            "pinned": cmd_pinned, "pingpong": cmd_pingpong,
+            "hotplug": cmd_hotplug}[args.action](args)
