@@ -22,18 +22,12 @@ apt_install() {
 }
 
 ensure_package() {
-	local have stamp
+	local have
 	have=$(installed_version)
 	[ "$have" = "$BASE_VERSION" ] && return 0
-	stamp=$CACHE/apt-checked-$BASE_VERSION
 	# Stale package lists, or none yet (a fresh machine): refresh them, but
 	# not on every build of a machine that runs the fallback version.
-	if ! archive_has "$BASE_VERSION" && [ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ]; then
-		log "looking for $SRC_PKG $BASE_VERSION in the archive (apt-get update)"
-		as_root apt-get update -qq
-		mkdir -p "$CACHE"
-		touch "$stamp"
-	fi
+	archive_has "$BASE_VERSION" || apt_update_daily "looking for $SRC_PKG $BASE_VERSION"
 	if archive_has "$BASE_VERSION"; then
 		log "installing $SRC_PKG=$BASE_VERSION"
 		apt_install --allow-downgrades "$SRC_PKG=$BASE_VERSION"

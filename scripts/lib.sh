@@ -85,6 +85,17 @@ worktree_unexported() {
 	fi
 }
 
+# apt-get update, unless it ran less than a day ago: builds and checks
+# call this often, and the package lists change far more slowly.
+apt_update_daily() { # WHY
+	local stamp=$CACHE/apt-updated
+	[ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ] || return 0
+	log "refreshing the package lists (apt-get update, at most once a day): $1"
+	as_root apt-get update -qq
+	mkdir -p "$CACHE"
+	touch "$stamp"
+}
+
 as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }

@@ -22,12 +22,7 @@ esac
 
 dir=$CACHE/rebase
 mkdir -p "$dir/debs" "$dir/results"
-stamp=$dir/apt-updated
-if [ -z "$(find "$stamp" -mmin -1440 2>/dev/null)" ]; then
-	log "refreshing the package lists (apt-get update, at most once a day)"
-	as_root apt-get update -qq
-	touch "$stamp"
-fi
+apt_update_daily "the versions of $SRC_PKG"
 mapfile -t versions < <(apt-cache madison "$SRC_PKG" | awk '{ print $3 }' | sort -V)
 [ ${#versions[@]} -gt 0 ] || die "the archive offers no $SRC_PKG (is bookworm-security in the sources?)"
 newest=${versions[-1]}
