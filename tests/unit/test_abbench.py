@@ -718,3 +718,77 @@ def test_help_documents_settings_and_defaults(capsys):
                  "(default: abba)", "(default: /proc/schedstat)", "loops (default: 500"):
         assert item in out, item
     assert "(default: 0.05)" in text("report", "--help")
+
+
+# --- traces --------------------------------------------------------------------
+
+HANDMADE = FIXTURES / "schedtrace" / "handmade.txt"
+
+
+def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
+                                                          fake_schedstat, monkeypatch):
+    from schedsteal.guest import runner
+    calls = []
+    monkeypatch.setattr(runner, "_check_trace_events", lambda: None)
+    monkeypatch.setattr(runner, "_topology", lambda: {
+        "cpus": [0, 1, 2, 3], "llc_groups": [[0, 1], [2, 3]], "numa_nodes": [[0, 1, 2, 3]]})
+    monkeypatch.setattr(runner.trace, "start",
+                        lambda events, kb: calls.append(("start", kb)))
+
+    def stop():
+        calls.append(("stop",))
+        return HANDMADE.read_text(), 0
+    monkeypatch.setattr(runner.trace, "stop", stop)
+    tdir = guest.out.parent / "traces"
+    rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", "--runs", "3",
+                        "--warmup", "1", *guest.args, "--a", "none", "--b", "none",
+                        "--trace-dir", tdir, "--trace-runs", "2",
+                        "--trace-buffer-kb", "4096")
+    assert rc == 0, err
+    doc = json.loads(guest.out.read_text())
+    traced = [r for r in doc["runs"] if "trace" in r]
+    # rounds 0 and 1 of each side; never the warmup, never round 2
+    assert [(r["index"], r["setting"]) for r in traced] == [
+        (0, "A"), (0, "B"), (1, "B"), (1, "A")]
+    assert all(r["trace"] == f"traces/trace-{r['position']}.txt" and r["trace_lost"] == 0
+               for r in traced)
+    assert calls == [("start", 4096), ("stop",)] * 4
+    assert sorted(p.name for p in tdir.iterdir()) == [
+        f"trace-{r['position']}.txt" for r in sorted(traced, key=lambda r: r["position"])]
+    assert doc["topology"]["llc_groups"] == [[0, 1], [2, 3]]
+
+    rc, out, _err = cli(capsys, "report", guest.out)
+    assert rc == 0
+    assert "trace (schedtrace" in out and "%wasted_llc" in out
+    rep = json.loads(cli(capsys, "report", guest.out, "--json")[1])
+    t = rep["params"][0]["A"]["trace"]
+    assert t["n"] == 2
+    assert t["wasted_llc_pct"] == pytest.approx(7.5)     # 0.3 s of 4 CPU-s
+    assert t["moved_back"] == 1
+
+
+def test_report_flags_lost_trace_events(capsys, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
+    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
+    doc["runs"][0]["trace"] = "t.txt"
+    doc["runs"][0]["trace_lost"] = 5
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    assert rc == 0
+    assert "5 trace events were lost" in out
+
+
+def test_report_trace_without_topology_says_so(capsys, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc.pop("topology", None)
+    doc["runs"][0]["trace"] = str(HANDMADE)
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    assert rc == 0 and "the results have no topology" in out
+
+
+def test_run_trace_runs_needs_trace_dir(capsys, guest, fake_schedstat):
+    rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", *guest.args,
+                        "--a", "none", "--b", "none", "--trace-runs", "1")
+    assert rc == 2 and "--trace-runs only goes with --trace-dir" in err

@@ -485,6 +485,7 @@ def test_traced_events_are_enabled_at_boot():
     cmd = vm.vng_command("/k/bzImage", vm.PRESETS["smp2"], "/o", "true", vng="vng")
     appended = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--append"]
     assert ("trace_event=sched:sched_switch,sched:sched_migrate_task,"
+            "sched:sched_wakeup,sched:sched_wakeup_new,"
             "timer:hrtimer_expire_entry") in appended
 
 

@@ -41,9 +41,10 @@ def any_kernel(request):
     return _kernel(request.param)
 
 
-def boot(kernel, preset, cmd, timeout=900, append=None):
-    """Run cmd in a guest; fail with the guest's output on any problem."""
-    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
+def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
+    """Run cmd in a guest; fail with the guest's output on any problem.
+    keep: a directory that receives the guest's $SCHEDSTEAL_OUT files."""
+    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     assert not res.timed_out, (f"guest timed out:\n{res.output[-4000:]}\n"
                                f"console:\n{vm.tail(res.console)}")
     assert not res.splats, "kernel log has splats:\n" + vm.splat_context(res.dmesg, res.splats)

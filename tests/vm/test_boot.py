@@ -10,10 +10,10 @@ from conftest import run_json
 
 def domain_chain(expected, cpu):
     """Spans the scheduler domains of `cpu` must have, lowest first:
-    the SMT siblings (when there is SMT), the LLC, then the whole machine
-    (when there is more than one LLC)."""
+    the SMT siblings (when there is SMT), the LLC, the NUMA node (when it
+    is more than the LLC), then the whole machine."""
     chain = []
-    for key in ("smt_groups", "llc_groups"):
+    for key in ("smt_groups", "llc_groups", "numa_nodes"):
         group = next(g for g in expected[key] if cpu in g)
         if len(group) > 1 and group not in chain:
             chain.append(group)

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from conftest import run_json
+from conftest import boot, run_json
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
 
@@ -89,3 +89,38 @@ def test_throttled_cgroup_with_stealing(any_kernel):
     assert got["status"] == 0
     assert got["cgroup"]["nr_throttled"] > 0, got["cgroup"]
     assert got["total"]["steal"] > 0
+
+
+def test_trace_metrics_see_the_steals(test_kernel, tmp_path):
+    """abbench --trace-dir on llc2x4, one NO_STEAL and one STEAL run: the
+    traces are whole, the trace's CPU time adds up, and every steal the
+    schedstat counters report is a move of a waiting task inside an LLC
+    in the trace (newidle balance adds more), none with NO_STEAL."""
+    from schedsteal import abbench, schedstat, schedtrace
+
+    cmd = ("python3 -m schedsteal.abbench run --a feat:NO_STEAL --b feat:STEAL "
+           "--workload hackbench-process-pipe --param 2 --loops 100 --runs 1 "
+           "--warmup 0 --trace-dir \"$SCHEDSTEAL_OUT/traces\" "
+           "--out \"$SCHEDSTEAL_OUT/ab.json\"")
+    boot(test_kernel, "llc2x4", cmd, keep=str(tmp_path))
+    doc = abbench.load_results(str(tmp_path / "ab.json"))
+    topo = schedtrace.Topology.from_json(doc["topology"])
+    assert doc["topology"]["llc_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    seen = {}
+    for run in doc["runs"]:
+        assert run["trace_lost"] == 0
+        s = schedtrace.analyze_file(str(tmp_path / run["trace"]), topo)
+        assert s["events_missing"] == []
+        assert s["cpus"] == list(range(8))
+        assert s["idle_s"] + s["busy_s"] == pytest.approx(s["duration_s"] * 8)
+        assert s["run_delay"]["wakeup"]["count"] > 0
+        assert s["wasted_llc_s"] <= s["wasted_machine_s"] <= s["idle_s"]
+        rep = schedstat.compute_report(run["recording"])
+        steals = rep["cpu_fields"]["steal"]["total"]
+        inside_llc = s["migrations"]["queued"] - s["migrations"]["queued_cross_llc"]
+        seen[run["setting"]] = (steals, inside_llc)
+    steals_off, _ = seen["A"]
+    steals_on, moves_on = seen["B"]
+    assert steals_off == 0
+    assert steals_on > 0
+    assert moves_on >= steals_on, seen

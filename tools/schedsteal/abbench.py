@@ -61,13 +61,23 @@ import math
 import os
 import sys
 
-from . import schedstat, stats
+from . import schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
 from .table import format_table
 
 REPORT_FORMAT = "schedsteal-abbench-report"
+# Trace figures (schedtrace summaries of traced runs), with column titles.
+TRACE_COLUMNS = (("idle_pct", "%idle", "{:.1f}"),
+                 ("wasted_llc_pct", "%wasted_llc", "{:.2f}"),
+                 ("wasted_machine_pct", "%wasted_mach", "{:.2f}"),
+                 ("delay_mean_us", "delay_us", "{:.0f}"),
+                 ("delay_p99_us", "p99_us", "{:.0f}"),
+                 ("migrations", "moves", "{:.0f}"),
+                 ("queued_moves", "queued", "{:.0f}"),
+                 ("moved_back", "back", "{:.0f}"),
+                 ("moves_per_task", "moves/task", "{:.1f}"))
 # Summary keys shown in the schedstat table, with their column titles.
 SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}"),
                      ("slice_ms", "slice", "{:.2f}"), ("sched", "sched", "{:.1f}"),
@@ -94,6 +104,8 @@ def load_results(path: str) -> dict:
     for key in ("workload", "unit", "higher_is_better", "settings", "params", "runs"):
         if key not in doc:
             raise AbbenchError(f"{path}: missing {key!r}")
+    if doc.get("topology") is not None and not isinstance(doc["topology"], dict):
+        raise AbbenchError(f"{path}: 'topology' must be an object")
     problem = _check_results(doc)
     if problem:
         raise AbbenchError(f"{path}: {problem}")
@@ -144,6 +156,8 @@ def _check_results(doc: dict) -> str | None:
                     f"not {run['value']!r}")
         if run.get("error") is not None and not isinstance(run["error"], str):
             return f"{where}: 'error' must be a string"
+        if run.get("trace") is not None and not isinstance(run["trace"], str):
+            return f"{where}: 'trace' must be a file name"
         index = run.get("index")
         if index is not None:
             if not _is_int(index):
@@ -187,7 +201,61 @@ def _schedstat_means(runs: list[dict]) -> tuple[dict | None, str | None]:
     return means, None
 
 
-def analyze(doc: dict, alpha: float = 0.05) -> dict:
+def _trace_summary(run: dict, topo, base_dir: str | None) -> dict:
+    """schedtrace's summary of a run's trace, cached beside the trace
+    (TRACE.summary.json, rewritten when older than the trace)."""
+    path = run["trace"]
+    if not os.path.isabs(path):
+        path = os.path.join(base_dir or ".", path)
+    cache = path + ".summary.json"
+    try:
+        if os.path.getmtime(cache) >= os.path.getmtime(path):
+            with open(cache) as f:
+                return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        pass
+    summary = schedtrace.analyze_file(path, topo)
+    try:
+        with open(cache, "w") as f:
+            json.dump(summary, f)
+    except OSError:
+        pass    # a read-only results directory: recompute next time
+    return summary
+
+
+def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
+    """(Amean of the trace figures over the traced runs, or None; a note)."""
+    traced = [r for r in runs if r.get("trace")]
+    if not traced:
+        return None, None
+    topo_doc = doc.get("topology")
+    if not topo_doc:
+        return None, "trace figures unavailable: the results have no topology"
+    topo = schedtrace.Topology.from_json(topo_doc)
+    rows, lost = [], 0
+    for r in traced:
+        try:
+            s = _trace_summary(r, topo, base_dir)
+        except schedtrace.TraceError as exc:
+            return None, f"trace figures unavailable: {exc}"
+        lost += r.get("trace_lost") or s.get("entries_lost") or 0
+        rows.append({"idle_pct": s["idle_pct"], "wasted_llc_pct": s["wasted_llc_pct"],
+                     "wasted_machine_pct": s["wasted_machine_pct"],
+                     "delay_mean_us": s["run_delay"]["all"]["mean_us"],
+                     "delay_p99_us": s["run_delay"]["all"]["p99_us"],
+                     "migrations": s["migrations"]["total"],
+                     "queued_moves": s["migrations"]["queued"],
+                     "moved_back": s["migrations"]["moved_back"],
+                     "moves_per_task": s["migrations"]["per_task"]})
+    means = {k: stats.amean([x[k] for x in rows if x[k] is not None])
+             if any(x[k] is not None for x in rows) else None for k in rows[0]}
+    means["n"] = len(rows)
+    note = (f"{lost} trace events were lost: the trace figures are wrong"
+            if lost else None)
+    return means, note
+
+
+def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict:
     """The report as a dict (what ``report --json`` prints)."""
     hib = bool(doc["higher_is_better"])
     key = doc.get("param_key", "p")
@@ -233,6 +301,9 @@ def analyze(doc: dict, alpha: float = 0.05) -> dict:
                             stddev=None, coeffvar=None, min=None, max=None,
                             median=None, ci95=None)
             cell["schedstat"], note = _schedstat_means(ok[side])
+            if note and note not in out["notes"]:
+                out["notes"].append(note)
+            cell["trace"], note = _trace_means(ok[side], doc, base_dir)
             if note and note not in out["notes"]:
                 out["notes"].append(note)
             entry[side] = cell
@@ -363,9 +434,26 @@ def format_report(rep: dict) -> str:
     if sched_rows:
         lines += ["", "schedstat (per-CPU deltas per run, Amean over runs)"]
         lines += format_table(sched_rows, left=(0, 1))
+    trace_rows = _trace_rows(rep, labels)
+    if trace_rows:
+        lines += ["", "trace (schedtrace, % of CPU time, Amean over traced runs)"]
+        lines += format_table(trace_rows, left=(0, 1))
     for note in rep.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _trace_rows(rep: dict, labels: list[str]) -> list[tuple]:
+    if not any(e[s].get("trace") for e in rep["params"] for s in SIDES):
+        return []
+    rows = [(rep["param_title"], "setting", "n") + tuple(c[1] for c in TRACE_COLUMNS)]
+    for entry in rep["params"]:
+        for side, label in zip(SIDES, labels):
+            means = entry[side].get("trace") or {}
+            rows.append((str(entry["param"]), label, str(means.get("n", 0))) + tuple(
+                "-" if means.get(k) is None else fmt.format(means[k])
+                for k, _, fmt in TRACE_COLUMNS))
+    return rows
 
 
 def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
@@ -440,7 +528,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """The ``report`` subcommand."""
     if not 0 < args.alpha < 1:
         raise AbbenchError("--alpha must be between 0 and 1")
-    rep = analyze(load_results(args.file), args.alpha)
+    rep = analyze(load_results(args.file), args.alpha,
+                  os.path.dirname(os.path.abspath(args.file)))
     if args.plot:
         plot(rep, args.plot)
     if args.json:

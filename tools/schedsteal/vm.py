@@ -62,6 +62,7 @@ from .table import format_table
 REPO = Path(__file__).resolve().parents[2]
 GUEST_INIT = REPO / "guest" / "vm-init.sh"
 TRACE_EVENTS = ("sched:sched_switch", "sched:sched_migrate_task",
+                "sched:sched_wakeup", "sched:sched_wakeup_new",
                 "timer:hrtimer_expire_entry")
 
 
@@ -121,6 +122,11 @@ PRESETS = {p.name: p for p in [
     Preset("numa2", "2 nodes x 2 cores x 2 threads", 2, 2, 2, numa_nodes=2),
     Preset("overcommit8", "8 vCPUs on one LLC: more than the host has",
            1, 8, 1),
+    # Behaviour, not timing: 8x and 16x the host's cores.
+    Preset("big16", "16 vCPUs: 4 LLCs of 4 CPUs on 2 nodes", 4, 4, 1,
+           numa_nodes=2, memory_mb=2048),
+    Preset("big32", "32 vCPUs: 4 LLCs of 4 cores x 2 threads on 2 nodes",
+           4, 4, 2, numa_nodes=2, memory_mb=3072),
 ]}
 
 

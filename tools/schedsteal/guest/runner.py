@@ -10,6 +10,15 @@ in the whole sequence; ``order`` and ``seed`` at the top). The JSON is
 rewritten after every run, so a guest crash leaves the runs done so far
 (``"complete": false``). Unless ``--no-schedstat`` is given, ``run`` turns
 on ``kernel.sched_schedstats`` (the counters stand still without it).
+
+With ``--trace-dir DIR`` each measured run of the first ``--trace-runs``
+rounds (default: all) records the scheduler events the guest was booted
+with (vm.py's trace_event=: sched_switch, sched_wakeup[_new],
+sched_migrate_task) into ``DIR/trace-POSITION.txt``; the run's ``trace``
+names the file (relative to the results file's directory when DIR is
+under it) and ``trace_lost`` the events the ring buffer dropped. The
+host's ``abbench report`` and ``schedtrace`` read them. Tracing costs
+time on both sides alike; take timing headlines from untraced runs.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import tempfile
 import time
 
 from .. import schedstat
-from . import kernel
+from . import kernel, trace
 from . import workloads as wl
 from .settings import SETTING_HELP, AbbenchError, Applier, SettingError, parse_setting
 
@@ -117,6 +126,7 @@ class Runner:
             "host": {"uname": " ".join(uname), "release": uname.release,
                      "ncpus": os.cpu_count(), "cmdline": _cmdline()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "topology": _topology(),
         }
 
     def save(self) -> None:
@@ -141,16 +151,41 @@ class Runner:
                   file=sys.stderr)
             return None
 
-    def run_once(self, param: int) -> dict:
+    def _trace_path(self) -> str:
+        return os.path.join(self.args.trace_dir, f"trace-{self.position}.txt")
+
+    def _save_trace(self, rec: dict, text: str, lost: int) -> None:
+        path = self._trace_path()
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError as exc:
+            raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+        base = os.path.dirname(os.path.abspath(self.args.out))
+        full = os.path.abspath(path)
+        rec["trace"] = (os.path.relpath(full, base)
+                        if full.startswith(base + os.sep) else full)
+        rec["trace_lost"] = lost
+        if lost:
+            print(f"abbench: warning: the trace of run {self.position} lost "
+                  f"{lost} events (raise --trace-buffer-kb)", file=sys.stderr)
+
+    def run_once(self, param: int, traced: bool = False) -> dict:
         env = dict(os.environ, SCHEDSTEAL_PARAM=str(param))
         with tempfile.TemporaryDirectory(prefix="abbench-") as workdir:
             argv = self.workload.command(param, self.options, workdir)
             before = self._snapshot()
+            if traced:
+                trace.start((), self.args.trace_buffer_kb)
             start = time.monotonic()
             code, output, error = _execute(argv, self.args.timeout, env)
             duration = time.monotonic() - start
+            if traced:
+                text, lost = trace.stop()
             after = self._snapshot()
             rec = {"value": None, "exit_code": code, "duration": round(duration, 6)}
+            if traced:
+                self._save_trace(rec, text, lost)
             if error is None:
                 try:
                     result = self.workload.parse(output, workdir)
@@ -180,6 +215,10 @@ class Runner:
     def _apply(self, side: str) -> None:
         self.applier.apply(self.sides[side][1])
 
+    def _traced(self, round_no: int) -> bool:
+        limit = self.args.trace_runs
+        return bool(self.args.trace_dir) and (limit is None or round_no < limit)
+
     def round_order(self, round_no: int) -> str:
         """The sides of one round, in the order they run: ABBA alternates
         AB and BA so a drift adds as much to A as to B over two rounds;
@@ -188,8 +227,8 @@ class Runner:
             return "AB" if self.rng.random() < 0.5 else "BA"
         return "AB" if round_no % 2 == 0 else "BA"
 
-    def _run_at(self, param: int) -> dict:
-        rec = self.run_once(param)
+    def _run_at(self, param: int, traced: bool = False) -> dict:
+        rec = self.run_once(param, traced)
         rec["position"] = self.position
         self.position += 1
         return rec
@@ -214,7 +253,7 @@ class Runner:
             for i in range(self.args.runs):
                 for side in self.round_order(i):
                     self._apply(side)
-                    rec = self._run_at(param)
+                    rec = self._run_at(param, self._traced(i))
                     rec = {"param": param, "setting": side, "index": i, **rec}
                     self.doc["runs"].append(rec)
                     done += 1
@@ -232,6 +271,31 @@ class Runner:
                   f"{self.args.out}", file=sys.stderr)
             return 1
         return 0
+
+
+def _topology() -> dict | None:
+    """LLC groups and NUMA nodes, for the report's trace figures."""
+    try:
+        return {"cpus": kernel.online_cpus(),
+                "llc_groups": [list(g) for g in sorted(set(kernel.llc_of_cpus().values()))],
+                "numa_nodes": [list(g) for g in kernel.cpu_groups(
+                    "/sys/devices/system/node/node*/cpulist")]}
+    except Exception:  # noqa: BLE001 -- not a guest (tests): no topology
+        return None
+
+
+def _check_trace_events() -> None:
+    """The events schedtrace needs must be on (they are set at boot)."""
+    for event in ("sched_switch", "sched_wakeup", "sched_wakeup_new",
+                  "sched_migrate_task"):
+        path = f"{trace.TRACING}/events/sched/{event}/enable"
+        try:
+            on = kernel.read(path).strip() == "1"
+        except kernel.KernelError as exc:
+            raise AbbenchError(f"--trace-dir: cannot read {path}: {exc}") from None
+        if not on:
+            raise AbbenchError(f"--trace-dir: event sched/{event} is not enabled "
+                               "(boot with trace_event=sched:" + event + ")")
 
 
 def _cmdline() -> str | None:
@@ -302,6 +366,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         reason = workload.available(options)
         if reason:
             raise AbbenchError(f"workload {workload.name} cannot run: {reason}")
+    if args.trace_runs is not None and args.trace_runs < 0:
+        raise AbbenchError("--trace-runs must be >= 0")
+    if args.trace_dir:
+        if args.trace_buffer_kb < 64:
+            raise AbbenchError("--trace-buffer-kb must be at least 64")
+        _check_trace_events()
+        try:
+            os.makedirs(args.trace_dir, exist_ok=True)
+        except OSError as exc:
+            raise AbbenchError(f"cannot create {args.trace_dir}: "
+                               f"{exc.strerror or exc}") from None
+    elif args.trace_runs is not None:
+        raise AbbenchError("--trace-runs only goes with --trace-dir")
     if not args.no_schedstat:
         try:
             kernel.schedstat_snapshot(args.schedstat_path, args.stat_path)
@@ -399,4 +476,12 @@ def add_run_parser(sub) -> None:
                      help="(default: %(default)s)")
     run.add_argument("--no-schedstat", action="store_true",
                      help="do not record /proc/schedstat")
+    run.add_argument("--trace-dir", metavar="DIR",
+                     help="record the scheduler events of measured runs into "
+                     "DIR/trace-N.txt (for abbench report and schedtrace)")
+    run.add_argument("--trace-runs", type=int, metavar="N",
+                     help="trace only the first N rounds of each param "
+                     "(default: all)")
+    run.add_argument("--trace-buffer-kb", type=int, default=16384,
+                     help="ring buffer per CPU (default: %(default)s)")
     run.set_defaults(func=cmd_run)
