@@ -5,7 +5,8 @@
 # usage: demo.sh [PRESET]
 # environment: A, B, RUNS, GROUPS_LIST (the --param list), LOOPS, OUT,
 #              WORKLOAD (default hackbench-process-pipe), EXTRA (more
-#              abbench run options)
+#              abbench run options, e.g. --trace-dir '$SCHEDSTEAL_OUT/traces'),
+#              QEMU_OPTS (e.g. '-icount shift=0,sleep=off': docs/steal.md)
 # A and B default to NO_STEAL / STEAL when the kernel has the STEAL feature,
 # else to SIS_UTIL / NO_SIS_UTIL (a stock 6.12 idle-search switch).
 # Results (JSON, PNG, guest dmesg) go to OUT (default out/demo-PRESET/).
@@ -42,8 +43,10 @@ python3 -m schedsteal.abbench run --a "${A:-\$a}" --b "${B:-\$b}" \
 GUEST
 )
 log "booting $preset: $workload $groups x $runs runs per setting"
-"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" \
-	--keep "$out" --timeout 3000 -- "$guest" >"$out/guest.log" 2>&1 || {
+qemu=()
+[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts "$QEMU_OPTS")
+"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" "${qemu[@]}" \
+	--keep "$out" --timeout "${TIMEOUT:-3000}" -- "$guest" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2
 	die "guest run failed (full log: $out/guest.log)"
 }

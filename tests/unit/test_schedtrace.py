@@ -59,6 +59,7 @@ def test_migrations_by_hand():
     assert m["queued_cross_llc"] == 0
     assert m["cross_node"] == 0
     assert m["moved_back"] == 1          # a: 2->0 undoes 0->2 within 5 ms
+    assert m["moved_back_by"] == {"wakeup>wakeup": 1}
     assert m["per_task"] == pytest.approx(4 / 3)
     assert handmade(back_ms=1.0)["migrations"]["moved_back"] == 0
 

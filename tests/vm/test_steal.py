@@ -9,6 +9,8 @@ import shlex
 
 import pytest
 
+from schedsteal import vm
+
 from conftest import boot, run_json
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
@@ -61,12 +63,28 @@ def test_pinned_task_is_never_stolen(any_kernel):
     script = ("taskset -c 1 sh -c 'for i in 1 2 3; do while :; do :; done & echo $!; done' "
               ">/tmp/hogs; taskset -c 0,2,3 hackbench -P -g 2 -l 200; rc=$?; "
               "echo hogs $(cat /tmp/hogs) >&2; kill $(cat /tmp/hogs); exit $rc")
-    got, _ = probe(any_kernel, "smt4", f"run --feature STEAL --trace -- {shlex.quote(script)}")
+    # Same boot: the STEAL_BACKOFF probe, without and then with it.
+    cmd = (f"python3 guest/sched_probe.py run --feature STEAL --feature NO_STEAL_BACKOFF "
+           f"--trace -- {shlex.quote(script)} && "
+           "python3 guest/sched_probe.py pinned --cpu 1 --feature NO_STEAL_BACKOFF && "
+           "python3 guest/sched_probe.py pinned --cpu 1 --feature STEAL_BACKOFF")
+    res = boot(any_kernel, "smt4", cmd)
+    got, off, on = [obj for _, obj in vm.json_objects(res.output.splitlines())]
     assert got["status"] == 0, got["stderr"]
     hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
     assert len(hogs) == 3
     assert got["total"]["steal_fail"] > 0
     assert [s for s in got["steals"] if s["pid"] in hogs] == []
+
+    # Only pinned hogs wait on CPU 1: without the back-off it stays in the
+    # overloaded set, and every idle entry of the other CPUs locks it.
+    assert "NO_STEAL_BACKOFF" in off["features"] and "STEAL_BACKOFF" in on["features"]
+    for r in (off, on):
+        assert r["hogs_queued"] and r["nr_running"] >= 3
+        assert r["pinned_stayed"]               # a pinned hog is never taken
+        assert r["widened_left"], "a hog allowed elsewhere again must move"
+    assert off["cfs_overloaded"] == 1
+    assert on["cfs_overloaded"] == 0
 
 
 def test_node_limit_disables_stealing(test_kernel):

@@ -22,7 +22,9 @@ sched_wakeup, sched_wakeup_new and sched_migrate_task (what
     placement at wakeup) and ``queued`` (it was waiting on a run queue:
     load balancing, stealing, parking), and by distance (``cross_llc``,
     ``cross_node``); ``moved_back`` counts moves that undo the same task's
-    previous move within ``--back-ms`` (a ping-pong), ``queued_cross_llc``
+    previous move within ``--back-ms`` (a ping-pong; ``moved_back_by``
+    splits them by the kinds of the two moves, "queued>wakeup": a queued
+    task moved, then moved back when it next woke), ``queued_cross_llc``
     the queued moves between LLCs, ``per_task`` is
     moves per task that moved at all.
 
@@ -169,7 +171,8 @@ class Analyzer:
         self.mig = {"total": 0, "wakeup": 0, "queued": 0, "running": 0,
                     "cross_llc": 0, "cross_node": 0, "queued_cross_llc": 0,
                     "moved_back": 0}
-        self.last_move = {}     # pid -> (ts, orig, dest)
+        self.last_move = {}     # pid -> (ts, orig, dest, kind)
+        self.back_by = {}       # "first>second" kinds -> moves undone
         self.moves = {}         # pid -> moves
         self.events = 0
 
@@ -313,11 +316,15 @@ class Analyzer:
             mig["cross_llc"] += 1
         if self.topo.node[orig] != self.topo.node[dest]:
             mig["cross_node"] += 1
+        st = self.task.get(pid)
+        kind = ("queued" if st is not None and st[0] == WAIT else
+                "running" if st is not None and st[0] == RUN else "wakeup")
         last = self.last_move.get(pid)
         if last and last[1] == dest and last[2] == orig and ts - last[0] <= self.back_s:
             mig["moved_back"] += 1
-        self.last_move[pid] = (ts, orig, dest)
-        st = self.task.get(pid)
+            key = f"{last[3]}>{kind}"
+            self.back_by[key] = self.back_by.get(key, 0) + 1
+        self.last_move[pid] = (ts, orig, dest, kind)
         if st is not None and st[0] == WAIT:
             mig["queued"] += 1
             if self.topo.llc[orig] != self.topo.llc[dest]:
@@ -365,6 +372,7 @@ class Analyzer:
                           "preempt": _delay_stats(self.delays["preempt"]),
                           "all": _delay_stats(all_delays)},
             "migrations": dict(self.mig, tasks_moved=len(moved),
+                               moved_back_by=dict(sorted(self.back_by.items())),
                                per_task=(sum(moved) / len(moved)) if moved else 0.0,
                                back_ms=self.back_s * 1000),
             "tasks": len(self.task),
@@ -496,6 +504,9 @@ def format_summary(name: str, s: dict) -> str:
          str(m["cross_llc"]), str(m["cross_node"]), str(m["moved_back"]),
          _f(m["per_task"])),
     ], left=(0,))
+    if m.get("moved_back_by"):
+        lines.append("moved_back by kinds (first>second): " + ", ".join(
+            f"{k} {v}" for k, v in m["moved_back_by"].items()))
     return "\n".join(lines) + "\n"
 
 

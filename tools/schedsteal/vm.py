@@ -304,7 +304,8 @@ def find_vng() -> str:
 
 
 def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
-                append: list[str] | None = None, vng: str | None = None) -> list[str]:
+                append: list[str] | None = None, vng: str | None = None,
+                qemu_opts: list[str] | None = None) -> list[str]:
     """The virtme-ng command line that boots `kernel` on `preset`."""
     init = f"{shlex.quote(str(GUEST_INIT))} {shlex.quote(outdir)} {shlex.quote(guest_cmd)}"
     cmd = [vng or find_vng(), "--run", kernel, "--disable-kvm",
@@ -322,6 +323,8 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            "--append", f"trace_event={','.join(TRACE_EVENTS)}"]
     for a in append or []:
         cmd += ["--append", a]
+    for o in qemu_opts or []:
+        cmd += ["--qemu-opts", o]
     return cmd + ["--exec", init]
 
 
@@ -427,7 +430,8 @@ def keep_files(src: Path, dest: Path) -> None:
 
 def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         append: list[str] | None = None, keep: str | None = None,
-        echo: bool = False, vng: str | None = None) -> RunResult:
+        echo: bool = False, vng: str | None = None,
+        qemu_opts: list[str] | None = None) -> RunResult:
     """Boot `kernel` on `preset`, run `guest_cmd` in /bin/sh, scan dmesg.
 
     Every argument is checked before the guest boots (VMError)."""
@@ -443,7 +447,8 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
     outdir = tempfile.mkdtemp(prefix="schedsteal-vm.")
     try:
         os.chmod(outdir, 0o777)
-        res = _boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir)
+        res = _boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir,
+                    qemu_opts)
         if keep:
             keep_files(Path(outdir), Path(keep))
         return res
@@ -453,8 +458,8 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
 
 def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
           append: list[str] | None, echo: bool, vng: str | None,
-          outdir: str) -> RunResult:
-    cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng)
+          outdir: str, qemu_opts: list[str] | None = None) -> RunResult:
+    cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng, qemu_opts)
     timed_out = False
     # vng runs virtme-run from PATH: put its virtualenv first.
     env = dict(os.environ)
@@ -563,6 +568,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="seconds before the guest is killed (default: %(default)g)")
     r.add_argument("--append", action="append", default=[], metavar="OPTION",
                    help="extra kernel command-line option (repeatable)")
+    r.add_argument("--qemu-opts", action="append", default=[], metavar="OPTS",
+                   help="extra QEMU arguments, e.g. '-icount shift=0,sleep=off' "
+                   "(repeatable; see docs/steal.md on icount)")
     r.add_argument("--keep", metavar="DIR",
                    help="copy the guest's dmesg and $SCHEDSTEAL_OUT files here")
     r.add_argument("--status-file", metavar="FILE",
@@ -602,14 +610,15 @@ def main(argv: list[str] | None = None) -> int:
         guest_cmd = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
         if args.dry_run:
             print(shlex.join(vng_command(args.kernel, PRESETS[args.preset],
-                                         "OUTDIR", guest_cmd, args.append)))
+                                         "OUTDIR", guest_cmd, args.append,
+                                         qemu_opts=args.qemu_opts)))
             return 0
         if status_file:
             Path(status_file).touch()  # fail now, not after the run
         print(f"vm: booting {args.kernel} on {args.preset}", file=sys.stderr)
         try:
             res = run(args.kernel, args.preset, guest_cmd, args.timeout,
-                      args.append, args.keep, echo=True)
+                      args.append, args.keep, echo=True, qemu_opts=args.qemu_opts)
         except BaseException:
             if status_file:
                 Path(status_file).unlink(missing_ok=True)

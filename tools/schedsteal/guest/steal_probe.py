@@ -10,11 +10,17 @@ host-side tests assert on.
         for each, and classify the migrations done by idle task stealing.
     sched_probe.py kunit
         Parse the KTAP results the built-in KUnit suites left in dmesg.
+    sched_probe.py pinned [--feature F]... [--cpu N] [--hogs 3]
+        Pin CPU hogs to CPU N, make the other CPUs enter idle again and
+        again, and report whether CPU N is still in its LLC's overloaded
+        set (rq->cfs_overloaded in /sys/kernel/debug/sched/debug); then
+        widen one hog's affinity and report whether it left CPU N.
 """
 import argparse
 import os
 import re
 import subprocess
+import time
 
 from .. import schedstat
 from . import kernel, print_result, trace
@@ -106,6 +112,70 @@ def cmd_run(args):
     return print_result(result)
 
 
+SCHED_DEBUG = "/sys/kernel/debug/sched/debug"
+
+
+def rq_field(cpu: int, field: str) -> int:
+    """A field of cpu#N's block in the scheduler's debugfs file."""
+    text = kernel.read(SCHED_DEBUG)
+    block = re.search(rf"^cpu#{cpu}\b.*?(?=^cpu#|\Z)", text, re.M | re.S)
+    if not block:
+        raise kernel.KernelError(f"no cpu#{cpu} in {SCHED_DEBUG}")
+    m = re.search(rf"^\s+\.{field}\s*: (-?\d+)", block[0], re.M)
+    if not m:
+        raise kernel.KernelError(f"no .{field} for cpu#{cpu} in {SCHED_DEBUG}")
+    return int(m[1])
+
+
+def task_cpu(pid: int) -> int:
+    return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
+
+
+def until(cond, tries=2000):
+    """Poll cond (10 ms apart, bounded); whether it came true."""
+    for _ in range(tries):
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def cmd_pinned(args):
+    for f in args.feature:
+        kernel.set_feature(f)
+    kernel.enable_schedstats()
+    others = [c for c in kernel.online_cpus() if c != args.cpu]
+    # taskset execs the looping shell: pinned from birth
+    hogs = [subprocess.Popen(["taskset", "-c", str(args.cpu), "sh", "-c",
+                              "while :; do :; done"]) for _ in range(args.hogs)]
+    result = {"features": None, "cpu": args.cpu}
+    try:
+        result["hogs_queued"] = until(lambda: rq_field(args.cpu, "nr_running") >= args.hogs)
+        before = kernel.read_schedstat()
+        # Idle entries on every other CPU: each short task that exits
+        # leaves its CPU idle, and an idle CPU tries to steal.
+        for _ in range(args.rounds):
+            for c in others:
+                subprocess.run(["taskset", "-c", str(c), "true"], check=True)
+        after = kernel.read_schedstat()
+        result["cfs_overloaded"] = rq_field(args.cpu, "cfs_overloaded")
+        result["nr_running"] = rq_field(args.cpu, "nr_running")
+        delta = schedstat.text_deltas(before, after)
+        result["total"] = delta["total"]
+        # A task that may move after all must still be taken: widen one
+        # hog's affinity (dequeue and enqueue on CPU N: back in the set).
+        subprocess.run(["taskset", "-pc", ",".join(map(str, [args.cpu] + others)),
+                        str(hogs[0].pid)], check=True, capture_output=True)
+        result["widened_left"] = until(lambda: task_cpu(hogs[0].pid) != args.cpu)
+        result["pinned_stayed"] = all(task_cpu(h.pid) == args.cpu for h in hogs[1:])
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    result["features"] = kernel.features()
+    return print_result(result)
+
+
 KTAP_RE = re.compile(r"^\s*(not ok|ok) (\d+) (\S+)")
 
 
@@ -132,5 +202,10 @@ def main(argv=None):
     r.add_argument("--cgroup-max", metavar="'QUOTA PERIOD'")
     r.add_argument("cmd", nargs=argparse.REMAINDER)
     sub.add_parser("kunit")
+    pn = sub.add_parser("pinned")
+    pn.add_argument("--feature", action="append", default=[])
+    pn.add_argument("--cpu", type=int, default=0)
+    pn.add_argument("--hogs", type=int, default=3)
+    pn.add_argument("--rounds", type=int, default=20)
     args = p.parse_args(argv)
-    return cmd_run(args) if args.action == "run" else cmd_kunit(args)
+    return {"run": cmd_run, "kunit": cmd_kunit, "pinned": cmd_pinned}[args.action](args)
