@@ -26,7 +26,7 @@ def domain_chain(expected, cpu):
 @pytest.mark.parametrize("preset", list(vm.PRESETS))
 def test_boot_topology_and_hackbench(test_kernel, preset):
     got, res = run_json(test_kernel, preset,
-                        "python3 guest/topology.py && hackbench -P -g 1 -l 50")
+                        "python3 guest/topology.py && hackbench -p -P -g 1 -l 50")
     exp = vm.PRESETS[preset].expected()
     assert got["cpus"] == list(range(exp["cpus"]))
     assert got["smt_groups"] == exp["smt_groups"]
