@@ -65,6 +65,7 @@ from . import schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
+from .cli import ToolParser
 from .table import format_table
 
 REPORT_FORMAT = "schedsteal-abbench-report"
@@ -542,14 +543,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # --- command line ------------------------------------------------------------
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"abbench: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="abbench", description=__doc__.split("\n\n")[0],
+    parser = ToolParser(prog="abbench", description=__doc__.split("\n\n")[0],
                      epilog=SETTING_HELP,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

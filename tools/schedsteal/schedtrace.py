@@ -55,6 +55,7 @@ import sys
 from dataclasses import dataclass
 
 from .cpulist import parse_cpulist
+from .cli import ToolParser
 from .table import format_table
 
 FORMAT = "schedsteal-schedtrace"
@@ -529,16 +530,10 @@ def cmd_report(args) -> int:
     return 1 if lost else 0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"schedtrace: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="schedtrace", description=__doc__.split("\n\n")[0],
+    p = ToolParser(prog="schedtrace", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=ToolParser)
     rep = sub.add_parser("report", help="wasted idle, run delay and migrations of traces")
     rep.add_argument("trace", nargs="+",
                      help="text of /sys/kernel/tracing/trace (.gz: compressed)")

@@ -57,6 +57,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .cli import ToolParser
 from .table import format_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -514,11 +515,8 @@ def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
                      console_text, died)
 
 
-class _Parser(argparse.ArgumentParser):
-    # A usage error reads like every other error of the tool, exit 2.
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"vm: error: {message}\n")
+class _Parser(ToolParser):
+    tool = "vm"
 
 
 def _seconds(text: str) -> float:
