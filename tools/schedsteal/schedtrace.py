@@ -49,19 +49,19 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass
 
+from . import stats
 from .cpulist import parse_cpulist
 from .cli import ToolParser
+from .guest.trace import SCHED_EVENTS
 from .table import format_table
 
 FORMAT = "schedsteal-schedtrace"
 FORMAT_VERSION = 1
-REQUIRED_EVENTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new",
-                   "sched_migrate_task")
+REQUIRED_EVENTS = SCHED_EVENTS
 
 # "  <comm>-<pid>  [cpu] flags  ts: event: fields"; the flags column and a
 # "(tgid)" column are optional trace options.
@@ -126,24 +126,14 @@ def entries_lost(text: str) -> int | None:
     return None if m is None else int(m[2]) - int(m[1])
 
 
-def percentile(sorted_vals: list, q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_vals:
-        return math.nan
-    pos = (len(sorted_vals) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
-
-
 def _delay_stats(vals: list) -> dict:
     vals = sorted(vals)
     if not vals:
         return {"count": 0, "mean_us": None, "p50_us": None, "p95_us": None,
                 "p99_us": None, "max_us": None, "total_s": 0.0}
     return {"count": len(vals), "mean_us": sum(vals) / len(vals) * USEC,
-            "p50_us": percentile(vals, 50) * USEC, "p95_us": percentile(vals, 95) * USEC,
-            "p99_us": percentile(vals, 99) * USEC, "max_us": vals[-1] * USEC,
+            "p50_us": stats.percentile(vals, 50) * USEC, "p95_us": stats.percentile(vals, 95) * USEC,
+            "p99_us": stats.percentile(vals, 99) * USEC, "max_us": vals[-1] * USEC,
             "total_s": sum(vals)}
 
 

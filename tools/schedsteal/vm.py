@@ -58,13 +58,12 @@ import tempfile
 from pathlib import Path
 
 from .cli import ToolParser
+from .guest.trace import SCHED_EVENTS
 from .table import format_table
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_INIT = REPO / "guest" / "vm-init.sh"
-TRACE_EVENTS = ("sched:sched_switch", "sched:sched_migrate_task",
-                "sched:sched_wakeup", "sched:sched_wakeup_new",
-                "timer:hrtimer_expire_entry")
+TRACE_EVENTS = (*(f"sched:{e}" for e in SCHED_EVENTS), "timer:hrtimer_expire_entry")
 
 
 @dataclasses.dataclass(frozen=True)

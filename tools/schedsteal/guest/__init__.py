@@ -10,6 +10,7 @@ the host. From the host half it imports pure parsing only (``cpulist``,
 """
 import json
 import sys
+import time
 
 
 def print_result(result: dict) -> int:
@@ -18,3 +19,13 @@ def print_result(result: dict) -> int:
     json.dump(result, sys.stdout)
     print()
     return 0
+
+
+def until(cond, tries: int = 2000) -> bool:
+    """Poll cond every 10 ms, at most `tries` times; whether it came true.
+    The probes wait for a state this way, never with a bare sleep."""
+    for _ in range(tries):
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False

@@ -133,6 +133,22 @@ def online_cpus() -> list[int]:
     return parse_cpulist(read(f"{CPU_SYSFS}/online"))
 
 
+def topology() -> dict:
+    """cpus, smt_groups, llc_groups, numa_nodes: the CPU topology as
+    sysfs shows it."""
+    return {
+        "cpus": online_cpus(),
+        "smt_groups": cpu_groups(f"{CPU_SYSFS}/cpu*/topology/thread_siblings_list"),
+        "llc_groups": sorted(set(llc_of_cpus().values())),
+        "numa_nodes": cpu_groups("/sys/devices/system/node/node*/cpulist"),
+    }
+
+
+def task_cpu(pid: int) -> int:
+    """The CPU the task runs on, or last ran on (/proc/PID/stat)."""
+    return int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
+
+
 def cpu_groups(pattern: str) -> list[tuple[int, ...]]:
     """Distinct CPU sets in the cpulist files matching pattern, sorted."""
     return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})

@@ -34,7 +34,7 @@ import time
 
 from .. import schedstat
 from ..cpulist import format_cpulist, parse_cpulist
-from . import kernel, print_result, trace
+from . import kernel, print_result, trace, until
 
 EVENTS = ("sched/sched_switch", "timer/hrtimer_expire_entry")
 # Tasks of the workloads this probe starts (comm prefixes).
@@ -288,11 +288,8 @@ def cmd_pinned(args):
     result = {}
     try:
         # Poll until taskset has pinned it (bounded: taskset fails or not).
-        for _ in range(1000):
-            status = kernel.read(f"/proc/{hog.pid}/status")
-            if re.search(rf"Cpus_allowed_list:\s*{args.cpu}\n", status):
-                break
-            time.sleep(0.01)
+        until(lambda: re.search(rf"Cpus_allowed_list:\s*{args.cpu}\n",
+                                kernel.read(f"/proc/{hog.pid}/status")), tries=1000)
         s0 = kernel.read_schedstat()
         err, _ = park(args.park)
         result["park_errno"] = err
@@ -305,7 +302,7 @@ def cmd_pinned(args):
         result["utime"] = [u0, u1, u2]
         result["affinity"] = re.search(r"Cpus_allowed_list:\s*(\S+)",
                                        kernel.read(f"/proc/{hog.pid}/status"))[1]
-        result["cpu"] = int(kernel.read(f"/proc/{hog.pid}/stat").rsplit(")", 1)[1].split()[36])
+        result["cpu"] = kernel.task_cpu(hog.pid)
         result["pid"] = hog.pid
     finally:
         hog.kill()
@@ -316,11 +313,6 @@ def cmd_pinned(args):
     result["log_lines"] = [ln for ln in log.splitlines()
                            if "parked CPUs" in ln and f"[{result['pid']}]" in ln]
     return print_result(result)
-
-
-def task_cpu(pid):
-    """The CPU the task runs on, or last ran on."""
-    return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
 
 
 def cmd_pingpong(args):
@@ -335,23 +327,17 @@ def cmd_pingpong(args):
         pids = [h.pid for h in hogs]
         # Bounded polls: every hog pinned, then none left on a parked CPU
         # (the first push); what happens after that is what is measured.
-        for _ in range(1000):
-            if all(re.search(rf"Cpus_allowed_list:\s*{re.escape(args.cpus)}\n",
-                             kernel.read(f"/proc/{pid}/status")) for pid in pids):
-                break
-            time.sleep(0.01)
-        result["settled"] = False
-        for _ in range(1000):
-            if not {task_cpu(pid) for pid in pids} & parked_cpus:
-                result["settled"] = True
-                break
-            time.sleep(0.01)
+        until(lambda: all(re.search(rf"Cpus_allowed_list:\s*{re.escape(args.cpus)}\n",
+                                    kernel.read(f"/proc/{pid}/status")) for pid in pids),
+              tries=1000)
+        result["settled"] = until(
+            lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus, tries=1000)
         s0 = kernel.read_schedstat()
         u0 = [utime(pid) for pid in pids]
         samples = on_parked = 0
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
-            on_parked += sum(task_cpu(pid) in parked_cpus for pid in pids)
+            on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
             samples += len(pids)
             time.sleep(0.01)        # the sampling interval
         s1 = kernel.read_schedstat()

@@ -276,18 +276,14 @@ class Runner:
 def _topology() -> dict | None:
     """LLC groups and NUMA nodes, for the report's trace figures."""
     try:
-        return {"cpus": kernel.online_cpus(),
-                "llc_groups": [list(g) for g in sorted(set(kernel.llc_of_cpus().values()))],
-                "numa_nodes": [list(g) for g in kernel.cpu_groups(
-                    "/sys/devices/system/node/node*/cpulist")]}
+        return kernel.topology()
     except Exception:  # noqa: BLE001 -- not a guest (tests): no topology
         return None
 
 
 def _check_trace_events() -> None:
     """The events schedtrace needs must be on (they are set at boot)."""
-    for event in ("sched_switch", "sched_wakeup", "sched_wakeup_new",
-                  "sched_migrate_task"):
+    for event in trace.SCHED_EVENTS:
         path = f"{trace.TRACING}/events/sched/{event}/enable"
         try:
             on = kernel.read(path).strip() == "1"

@@ -20,10 +20,9 @@ import argparse
 import os
 import re
 import subprocess
-import time
 
 from .. import schedstat
-from . import kernel, print_result, trace
+from . import kernel, print_result, trace, until
 
 MIGRATE = "sched/sched_migrate_task"
 # A migration is a steal when set_task_cpu() was called from the steal
@@ -127,19 +126,6 @@ def rq_field(cpu: int, field: str) -> int:
     return int(m[1])
 
 
-def task_cpu(pid: int) -> int:
-    return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
-
-
-def until(cond, tries=2000):
-    """Poll cond (10 ms apart, bounded); whether it came true."""
-    for _ in range(tries):
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def cmd_pinned(args):
     for f in args.feature:
         kernel.set_feature(f)
@@ -166,8 +152,8 @@ def cmd_pinned(args):
         # hog's affinity (dequeue and enqueue on CPU N: back in the set).
         subprocess.run(["taskset", "-pc", ",".join(map(str, [args.cpu] + others)),
                         str(hogs[0].pid)], check=True, capture_output=True)
-        result["widened_left"] = until(lambda: task_cpu(hogs[0].pid) != args.cpu)
-        result["pinned_stayed"] = all(task_cpu(h.pid) == args.cpu for h in hogs[1:])
+        result["widened_left"] = until(lambda: kernel.task_cpu(hogs[0].pid) != args.cpu)
+        result["pinned_stayed"] = all(kernel.task_cpu(h.pid) == args.cpu for h in hogs[1:])
     finally:
         for h in hogs:
             h.kill()

@@ -11,6 +11,10 @@ import re
 from . import kernel
 
 TRACING = "/sys/kernel/tracing"
+# The sched events schedtrace reads: vm.py enables them at boot and
+# abbench run --trace-dir checks that they are on.
+SCHED_EVENTS = ("sched_switch", "sched_migrate_task", "sched_wakeup",
+                "sched_wakeup_new")
 
 
 class TraceError(Exception):
