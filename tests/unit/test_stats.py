@@ -180,3 +180,12 @@ def test_nan_p_is_never_significant():
 def test_welch_and_paired_share_one_result_type():
     assert type(stats.paired_ttest([1.0, 2.0], [2.0, 4.0])) is \
         type(stats.welch_ttest([1.0, 2.0], [2.0, 4.0]))
+
+
+def test_percentile_interpolates_between_ranks():
+    vals = [4.0, 1.0, 3.0, 2.0]
+    assert stats.percentile(vals, 0) == 1.0 and stats.percentile(vals, 100) == 4.0
+    assert stats.percentile(vals, 50) == stats.median(vals) == 2.5
+    assert stats.percentile(vals, 99) == pytest.approx(3.97)
+    with pytest.raises(ValueError):
+        stats.percentile([], 50)

@@ -191,15 +191,23 @@ def _schedstat_means(runs: list[dict]) -> tuple[dict | None, str | None]:
             return None, f"schedstat summaries unavailable: {exc}"
     keys = []
     for s in summaries:
-        keys += [k for k, v in s.items()
-                 if k not in keys and isinstance(v, (int, float))
-                 and not isinstance(v, bool)]
+        keys += [k for k, v in s.items() if k not in keys and _is_number(v)]
+    return _amean_by_key(summaries, keys), None
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _amean_by_key(rows: list[dict], keys) -> dict:
+    """{key: Amean of the rows' numbers for key (None when no row has
+    one)}, plus n, the number of rows."""
     means = {}
     for k in keys:
-        vals = [s[k] for s in summaries if isinstance(s.get(k), (int, float))]
-        means[k] = stats.amean(vals)
-    means["n"] = len(summaries)
-    return means, None
+        vals = [r[k] for r in rows if _is_number(r.get(k))]
+        means[k] = stats.amean(vals) if vals else None
+    means["n"] = len(rows)
+    return means
 
 
 def _trace_summary(run: dict, topo, base_dir: str | None) -> dict:
@@ -248,9 +256,7 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
                      "queued_moves": s["migrations"]["queued"],
                      "moved_back": s["migrations"]["moved_back"],
                      "moves_per_task": s["migrations"]["per_task"]})
-    means = {k: stats.amean([x[k] for x in rows if x[k] is not None])
-             if any(x[k] is not None for x in rows) else None for k in rows[0]}
-    means["n"] = len(rows)
+    means = _amean_by_key(rows, rows[0])
     note = (f"{lost} trace events were lost: the trace figures are wrong"
             if lost else None)
     return means, note

@@ -51,6 +51,7 @@ __all__ = [
     "minimum",
     "paired_ttest",
     "pct_improvement",
+    "percentile",
     "stddev",
     "t_cdf",
     "t_critical",
@@ -107,6 +108,16 @@ def median(xs: Sequence[float]) -> float:
     if n % 2:
         return vals[mid]
     return (vals[mid - 1] + vals[mid]) / 2.0
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), interpolating linearly between the
+    closest ranks (numpy's default)."""
+    vals = sorted(_values(xs))
+    pos = (len(vals) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(vals) - 1)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
 def minimum(xs: Sequence[float]) -> float:
