@@ -7,11 +7,13 @@
 #   the sysfs write and how long tasks stay on the parked CPUs after it,
 #     against the time to hot-unplug and replug the same CPUs.
 # Results: out/park-*/.
-# environment: RUNS (default 10), LOOPS (default 200), PARK (default 2-7)
+# environment: RUNS (default 10), LOOPS (default 200), PARK (default 2-7),
+#   TIMING_RUNS (park/unpark write timings, default 8)
 . "$(dirname "$0")/lib.sh"
 
 runs=${RUNS:-10}
 park=${PARK:-2-7}
+truns=${TIMING_RUNS:-8}
 mode="sh:guest/cpu-mode.sh"
 
 A="$mode all" B="$mode park $park" RUNS=$runs LOOPS=${LOOPS:-200} GROUPS_LIST=1,2,4 \
@@ -25,10 +27,11 @@ out=$REPO/out/park-timing
 rm -rf "$out"
 mkdir -p "$out"
 kernel=$("$REPO/scripts/build-kernel.sh" test)
-log "booting overcommit8: park/unpark and hotplug timings, 5 runs each"
+# Both under 8 CPU hogs (the evacuate probe's default): the same load.
+log "booting overcommit8: park/unpark timings ($truns runs) and hotplug timings (5 runs)"
 "$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset overcommit8 --keep "$out" \
-	--timeout 3000 -- "for i in 1 2 3 4 5; do python3 guest/park_probe.py evacuate --park $park || exit 1; done
-python3 guest/park_probe.py hotplug --cpus $park --repeat 5" >"$out/guest.log" 2>&1 || {
+	--timeout 5400 -- "for i in \$(seq $truns); do python3 guest/park_probe.py evacuate --park $park || exit 1; done
+python3 guest/park_probe.py hotplug --cpus $park --hog 8 --repeat 5" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2
 	die "guest run failed (full log: $out/guest.log)"
 }

@@ -2,11 +2,15 @@
 come back when unparked, bad writes are refused and change nothing, a task
 pinned to parked CPUs stays and is reported, and a parked CPU never steals.
 
-Each test boots a guest and runs guest/park_probe.py, which traces
-sched_switch and the tick on every CPU and prints what it found."""
+Each test boots a guest (the llc2x4 ones share a boot) and runs
+guest/park_probe.py, which traces sched_switch and the tick on every CPU
+and prints what it found. Issue 9's review findings each have a test that
+reproduced them before the fix."""
 import re
 
 import pytest
+
+from schedsteal import vm
 
 from conftest import boot, run_json
 
@@ -74,6 +78,17 @@ def test_bad_input_is_refused_and_changes_nothing(test_kernel):
     assert got["offlined_parked"] == [0, ""], "an offline CPU leaves the set"
     assert got["after_online"] == ""
     assert got["valid"] == [0, "2-3"]
+    # Upstream's read-only view: active and not parked.
+    assert got["preferred"] == "0-1,4-7"
+    assert got["preferred_write_errno"] == 13      # EACCES: read-only
+    assert got["preferred_after_write"] == "0-1,4-7"
+    # An offline that fails and rolls back leaves the set as it was, also
+    # when the CPU was the last unparked one and the others were unparked
+    # on the way down.
+    for case in got["rollback"]:
+        assert case["park_errno"] == 0 and case["before"] == case["parked"], case
+        assert case["offline_errno"] == 11 and case["online"], case   # EAGAIN
+        assert case["after"] == case["parked"], case
     assert got["empty"] == [0, ""]
     assert got["racers_ok"] and got["race_final_is_written"], got["race_final"]
 
@@ -90,13 +105,25 @@ def test_pinned_task_stays_and_is_reported(any_kernel):
     assert len(got["log_lines"]) == 1, got["log_lines"]
 
 
-def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(test_kernel):
+@pytest.fixture(scope="module")
+def llc2x4_park(test_kernel):
+    """One llc2x4 boot for the review findings that need two LLCs: the
+    ping-pong probe, then the RT probe."""
+    res = boot(test_kernel, "llc2x4",
+               "python3 guest/park_probe.py pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5"
+               " && python3 guest/park_probe.py rt")
+    got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
+    assert len(got) == 2, res.output[-3000:]
+    return got
+
+
+def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(llc2x4_park):
     """Issue 9's ping-pong: hogs allowed on CPUs 0 and 5 of llc2x4, CPU 5
     parked. The load balancer retargeted a pull to another CPU of the
     destination's group (can_migrate_task()'s new_dst_cpu) without asking
     whether it was parked, put the hogs on CPU 5, and its tick pushed them
     off again, hundreds of times a second."""
-    got, _ = probe(test_kernel, "llc2x4", "pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5")
+    got = llc2x4_park[0]
     assert got["park_errno"] == 0 and got["parked"] == "5"
     assert got["settled"], "the hogs never left the parked CPU"
     assert got["samples"] >= 400
@@ -105,6 +132,27 @@ def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(test_kernel):
     st = {int(c): v for c, v in got["schedstat"].items()}
     assert (st[5]["park_push"], st[5]["park_evac"]) == (0, 0), st[5]
     assert got["on_parked"] == 0
+
+
+def test_rt_push_looks_past_a_level_of_parked_cpus(llc2x4_park):
+    """Issue 9, RT: the parked filter ran after cpupri had chosen its
+    lowest level. An RT task preempted on CPU 0, whose only lower-level
+    CPU is the parked CPU 7, stayed queued behind the higher task although
+    CPUs 1 and 2 ran lower RT tasks."""
+    got = llc2x4_park[1]
+    assert got["park_errno"] == 0
+    assert got["mid_cpu_before"] == 0
+    assert got["mid_moved"] and got["mid_cpu"] in (1, 2), got
+
+
+def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
+    """Issue 9, RT: a pinned RT task is not pushable, so the push never
+    saw it: not counted, not reported."""
+    got = llc2x4_park[1]
+    assert got["park2_errno"] == 0
+    assert got["pinned_cpu"] == 6, "it stays"
+    assert got["pinned_counted"], "park_pinned counts it"
+    assert len(got["log_lines"]) == 1, got["log_lines"]
 
 
 PARKED_LINE = re.compile(r"^parked=\[(.*)\]$", re.M)
@@ -118,10 +166,33 @@ def shown_parked(output):
     return found[0]
 
 
-def test_boot_parameter_parks_cpus(test_kernel):
-    res = boot(test_kernel, "smt4", SHOW_PARKED, append=["sched_parked=2-3"])
+@pytest.fixture(scope="module")
+def smt4_boot_parked(test_kernel):
+    """smt4 booted with sched_parked=2-3; then, in the same boot, the
+    election probe (stealing off: it would hide a balancer that never
+    runs, since a CPU that steals needs no balancer)."""
+    res = boot(test_kernel, "smt4",
+               SHOW_PARKED + " && python3 guest/park_probe.py election --park 2"
+               " --start 0 --widen 0,1,3 --feature NO_STEAL",
+               append=["sched_parked=2-3"])
+    return res, vm.guest_json(res.output)
+
+
+def test_boot_parameter_parks_cpus(smt4_boot_parked):
+    res, _ = smt4_boot_parked
     assert shown_parked(res.output) == "2-3"
     assert "sched: parked CPUs 2-3" in res.dmesg
+
+
+def test_parked_cpu_does_not_take_its_groups_balancing_turn(smt4_boot_parked):
+    """Issue 9: should_we_balance() elects the group's first idle CPU to
+    balance for it. CPU 2, parked and idle, won for core {2,3} and then
+    declined, so no one pulled work onto CPU 3 (unless it happened to go
+    newly idle): hogs allowed on 0, 1 and 3 stayed on 0 and 1."""
+    _, got = smt4_boot_parked
+    assert got["park_errno"] == 0 and got["parked"] == "2"
+    assert "NO_STEAL" in got["features"]
+    assert got["spread"], f"hogs seen only on CPUs {got['seen']}"
 
 
 # The kernel's own word for each refusal, not the command line it logged.

@@ -32,6 +32,7 @@ SCHEDSTAT = "/proc/schedstat"
 STAT = "/proc/stat"
 CPU_SYSFS = "/sys/devices/system/cpu"
 PARKED = f"{CPU_SYSFS}/parked"
+PREFERRED = f"{CPU_SYSFS}/preferred"
 CGROUP = "/sys/fs/cgroup"
 
 
@@ -178,6 +179,26 @@ def online_all() -> None:
 
 def parked() -> str:
     return read(PARKED).strip()
+
+
+def preferred() -> str:
+    """The read-only view upstream's tools read: active and not parked."""
+    return read(PREFERRED).strip()
+
+
+def hotplug_state(name: str) -> int:
+    """The number of a CPU hotplug state, by its name in hotplug/states."""
+    for line in read(f"{CPU_SYSFS}/hotplug/states").splitlines():
+        num, _, state = line.partition(":")
+        if state.strip() == name:
+            return int(num)
+    raise KernelError(None, f"no CPU hotplug state named {name}")
+
+
+def set_hotplug_fail(cpu: int, state: int) -> None:
+    """Make the CPU's next transition through `state` fail with EAGAIN
+    (CONFIG_CPU_HOTPLUG_STATE_CONTROL): the transition then rolls back."""
+    write(f"{CPU_SYSFS}/cpu{cpu}/hotplug/fail", str(state))
 
 
 def set_parked(cpus: str) -> None:

@@ -14,6 +14,8 @@ host-side tests (tests/vm/test_park.py) assert on.
     park_probe.py badinput
         Write malformed and invalid sets; report each write's errno and
         the set before and after. Then race writers against each other.
+        Also: the read-only preferred view, and offlines that fail and
+        roll back (the parked set must be as it was).
     park_probe.py pinned --cpu 6 --park 4-7
         A hog allowed on one CPU only, which then gets parked: report its
         progress, its affinity and the park_pinned count.
@@ -21,6 +23,18 @@ host-side tests (tests/vm/test_park.py) assert on.
         Hogs allowed on an unparked and a parked CPU: once they have left
         the parked CPU, sample where they run and count the parked CPU's
         pushes and evacuations; nothing may put them back.
+    park_probe.py rt
+        llc2x4, CPU 7 parked, RT throttling off. An RT task allowed on
+        CPUs 0-2 and 7 is preempted on CPU 0 by a higher one, while CPUs 1
+        and 2 run lower RT tasks and only the parked CPU 7 runs none: it
+        must be pushed to CPU 1 or 2 (the next cpupri level). Then an RT
+        task pinned to CPU 6 has CPU 6 parked under it: it stays, and is
+        counted and reported like a pinned CFS task.
+    park_probe.py election --park 2 --start 0 --widen 0,1,3 [--hogs 4] [--feature F]
+        smt4: CPU hogs pinned to one CPU, then allowed on three, one CPU
+        parked. The parked CPU's idle sibling must get a hog: the load
+        balancer's election of the group's balancing CPU must not fall on
+        the parked CPU, which then declines.
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -253,6 +267,15 @@ def cmd_badinput(args):
     # Valid writes, then the empty write.
     err, _ = park("2-3")
     result["valid"] = [err, kernel.parked()]
+    result["rollback"] = offline_rollbacks(last)
+    park("2-3")
+    result["preferred"] = kernel.preferred()
+    try:
+        kernel.write(kernel.PREFERRED, "1\n")
+        result["preferred_write_errno"] = 0
+    except OSError as e:
+        result["preferred_write_errno"] = e.errno
+    result["preferred_after_write"] = kernel.preferred()
     err, _ = park("")
     result["empty"] = [err, kernel.parked()]
     # Writers racing: the set ends as one of the valid sets written.
@@ -274,6 +297,37 @@ def cmd_badinput(args):
     result["race_final_is_written"] = final in sets
     park("")
     return print_result(result)
+
+
+def offline_that_fails(cpu):
+    """Take `cpu` offline with a step below sched:active made to fail, so
+    that the offline rolls back through sched_cpu_activate(); return the
+    errno of the online write (0 if the CPU went offline after all)."""
+    kernel.set_hotplug_fail(cpu, kernel.hotplug_state("workqueue:online"))
+    try:
+        kernel.set_online(cpu, False)
+        return 0
+    except OSError as e:
+        return e.errno
+    finally:
+        kernel.set_online(cpu, True)
+
+
+def offline_rollbacks(last):
+    """A parked CPU whose offline fails, and the last unparked CPU whose
+    offline fails (the others were unparked on the way down): the set
+    must be as before."""
+    cases = []
+    # (x86 cannot take CPU 0 offline.)
+    for parked, cpu in ((str(last), last), (f"0-{last - 1}", last)):
+        err, _ = park(parked)
+        before = kernel.parked()
+        errno = offline_that_fails(cpu)
+        cases.append({"parked": parked, "cpu": cpu, "park_errno": err, "before": before,
+                      "offline_errno": errno, "online": cpu in kernel.online_cpus(),
+                      "after": kernel.parked()})
+    park("")
+    return cases
 
 
 def utime(pid):
@@ -352,6 +406,115 @@ def cmd_pingpong(args):
     return print_result(result)
 
 
+RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
+
+
+def rt_hog(cpus, prio):
+    """A SCHED_FIFO busy loop (chrt, then taskset, exec it); returned once
+    its policy and affinity are in place. The policy comes first: pinned
+    first, a CFS task could never run on a CPU an RT hog holds, not even
+    to become RT."""
+    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus,
+                            "sh", "-c", "while :; do :; done"])
+    want = set(parse_cpulist(cpus))
+
+    def ready():
+        try:
+            return (os.sched_getscheduler(hog.pid) == os.SCHED_FIFO
+                    and os.sched_getparam(hog.pid).sched_priority == prio
+                    and os.sched_getaffinity(hog.pid) == want)
+        except OSError:
+            return False
+    until(ready, tries=1000)
+    return hog
+
+
+def stop_rt_hogs(hogs, runtime):
+    """Throttling back on first, then the highest priority first: a hog
+    can only die when it runs, and with throttling off a lower one never
+    runs while a higher one holds its CPU."""
+    kernel.write(RT_RUNTIME, runtime)
+    for h in reversed(hogs):
+        h.kill()
+        h.wait()
+
+
+def cmd_rt(args):
+    kernel.enable_schedstats()
+    runtime = kernel.read(RT_RUNTIME).strip()
+    hogs = []
+    result = {}
+    try:
+        # No RT throttling: nothing but a push moves the preempted task.
+        kernel.write(RT_RUNTIME, "-1")
+        err, _ = park("7")
+        result["park_errno"] = err
+        hogs += [rt_hog("1", 5), rt_hog("2", 5)]
+        mid = rt_hog("0", 10)
+        hogs.append(mid)
+        os.sched_setaffinity(mid.pid, {0, 1, 2, 7})
+        result["mid_cpu_before"] = kernel.task_cpu(mid.pid)
+        hogs.append(rt_hog("0", 20))
+        result["mid_moved"] = until(lambda: kernel.task_cpu(mid.pid) in (1, 2), tries=300)
+        result["mid_cpu"] = kernel.task_cpu(mid.pid)
+        stop_rt_hogs(hogs, runtime)
+        hogs = []
+        # An RT task pinned to a CPU that gets parked.
+        pinned = rt_hog("6", 10)
+        hogs.append(pinned)
+        s0 = kernel.read_schedstat()
+        err, _ = park("6-7")
+        result["park2_errno"] = err
+
+        def counted():
+            return schedstat_delta(s0, kernel.read_schedstat())[6]["park_pinned"] >= 1
+        result["pinned_counted"] = until(counted, tries=500)
+        result["pinned_cpu"] = kernel.task_cpu(pinned.pid)
+        result["pinned_pid"] = pinned.pid
+    finally:
+        stop_rt_hogs(hogs, runtime)
+        park("")
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    result["log_lines"] = [ln for ln in log.splitlines()
+                           if "parked CPUs" in ln and f"[{result.get('pinned_pid')}]" in ln]
+    return print_result(result)
+
+
+def cmd_election(args):
+    # Anything that runs on the parked CPU's sibling and then sleeps makes
+    # it newly idle, and newidle balance pulls without an election: keep
+    # this probe off it.
+    os.sched_setaffinity(0, set(parse_cpulist(args.start)))
+    for f in args.feature:
+        kernel.set_feature(f)
+    err, _ = park(args.park)
+    result = {"park_errno": err, "parked": kernel.parked(), "features": kernel.features()}
+    widen = set(parse_cpulist(args.widen))
+    hogs = [subprocess.Popen(["taskset", "-c", args.start, "sh", "-c", "while :; do :; done"])
+            for _ in range(args.hogs)]
+    seen = set()
+    try:
+        pids = [h.pid for h in hogs]
+        until(lambda: all(os.sched_getaffinity(pid) == set(parse_cpulist(args.start))
+                          for pid in pids), tries=1000)
+        for pid in pids:
+            os.sched_setaffinity(pid, widen)
+
+        def spread():
+            seen.update(kernel.task_cpu(pid) for pid in pids)
+            return widen <= seen
+        # Bounded: a balancer that works spreads them within a few of its
+        # intervals; the old election never did.
+        result["spread"] = until(spread, tries=500)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        park("")
+    result["seen"] = sorted(seen)
+    return print_result(result)
+
+
 def cmd_hotplug(args):
     cpus = parse_cpulist(args.cpus)
     hog = subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
@@ -390,6 +553,13 @@ def main(argv=None):
     g.add_argument("--cpus", default="0,5")
     g.add_argument("--hogs", type=int, default=4)
     g.add_argument("--seconds", type=float, default=5)
+    sub.add_parser("rt")
+    el = sub.add_parser("election")
+    el.add_argument("--park", default="2")
+    el.add_argument("--start", default="0")
+    el.add_argument("--widen", default="0,1,3")
+    el.add_argument("--hogs", type=int, default=4)
+    el.add_argument("--feature", action="append", default=[])
     h = sub.add_parser("hotplug")
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
@@ -397,4 +567,4 @@ def main(argv=None):
     args = p.parse_args(argv)
     return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
-            "hotplug": cmd_hotplug}[args.action](args)
+            "rt": cmd_rt, "election": cmd_election, "hotplug": cmd_hotplug}[args.action](args)
