@@ -85,6 +85,7 @@ def test_bad_input_is_refused_and_changes_nothing(test_kernel):
     # An offline that fails and rolls back leaves the set as it was, also
     # when the CPU was the last unparked one and the others were unparked
     # on the way down.
+    assert len(got["rollback"]) == 2, got["rollback"]
     for case in got["rollback"]:
         assert case["park_errno"] == 0 and case["before"] == case["parked"], case
         assert case["offline_errno"] == 11 and case["online"], case   # EAGAIN
@@ -129,8 +130,12 @@ def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(llc2x4_park):
     assert got["samples"] >= 400
     before, after = got["utime"]
     assert all(b > a for a, b in zip(before, after)), "every hog ran"
+    # No task moved off CPU 5 in the window, by its pushes or by another
+    # CPU's balancer: nothing was put there. A push that moved nothing may
+    # run (a per-CPU kworker or ksoftirqd queued at a tick kicks one; CI saw
+    # park_push 1, park_evac 0); the bug made hundreds that moved tasks.
     st = {int(c): v for c, v in got["schedstat"].items()}
-    assert (st[5]["park_push"], st[5]["park_evac"]) == (0, 0), st[5]
+    assert st[5]["park_evac"] == 0, st[5]
     assert got["on_parked"] == 0
 
 

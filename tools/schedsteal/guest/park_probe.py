@@ -369,21 +369,36 @@ def cmd_pinned(args):
     return print_result(result)
 
 
+BUSY_LOOP = ["sh", "-c", "while :; do :; done"]
+
+
+def start_hogs(cpus, n):
+    """n busy loops allowed on the cpulist `cpus` (taskset execs the shell
+    that runs the loop: pinned from birth), returned once every one has
+    that affinity (a bounded poll)."""
+    hogs = [subprocess.Popen(["taskset", "-c", cpus, *BUSY_LOOP]) for _ in range(n)]
+    want = set(parse_cpulist(cpus))
+    until(lambda: all(os.sched_getaffinity(h.pid) == want for h in hogs), tries=1000)
+    return hogs
+
+
+def stop_hogs(hogs):
+    """Kill and reap, the last started first."""
+    for h in reversed(hogs):
+        h.kill()
+        h.wait()
+
+
 def cmd_pingpong(args):
     kernel.enable_schedstats()
     parked_cpus = set(parse_cpulist(args.park))
     err, _ = park(args.park)
     result = {"park_errno": err, "parked": kernel.parked()}
-    # taskset execs the shell that runs the loop: pinned from birth.
-    hogs = [subprocess.Popen(["taskset", "-c", args.cpus, "sh", "-c", "while :; do :; done"])
-            for _ in range(args.hogs)]
+    hogs = start_hogs(args.cpus, args.hogs)
     try:
         pids = [h.pid for h in hogs]
-        # Bounded polls: every hog pinned, then none left on a parked CPU
-        # (the first push); what happens after that is what is measured.
-        until(lambda: all(re.search(rf"Cpus_allowed_list:\s*{re.escape(args.cpus)}\n",
-                                    kernel.read(f"/proc/{pid}/status")) for pid in pids),
-              tries=1000)
+        # Bounded poll: none left on a parked CPU (the first push); what
+        # happens after that is what is measured.
         result["settled"] = until(
             lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus, tries=1000)
         s0 = kernel.read_schedstat()
@@ -398,9 +413,7 @@ def cmd_pingpong(args):
         result["utime"] = [u0, [utime(pid) for pid in pids]]
         result["samples"], result["on_parked"] = samples, on_parked
     finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
+        stop_hogs(hogs)
         park("")
     result["schedstat"] = schedstat_delta(s0, s1)
     return print_result(result)
@@ -414,8 +427,7 @@ def rt_hog(cpus, prio):
     its policy and affinity are in place. The policy comes first: pinned
     first, a CFS task could never run on a CPU an RT hog holds, not even
     to become RT."""
-    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus,
-                            "sh", "-c", "while :; do :; done"])
+    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus, *BUSY_LOOP])
     want = set(parse_cpulist(cpus))
 
     def ready():
@@ -434,9 +446,7 @@ def stop_rt_hogs(hogs, runtime):
     can only die when it runs, and with throttling off a lower one never
     runs while a higher one holds its CPU."""
     kernel.write(RT_RUNTIME, runtime)
-    for h in reversed(hogs):
-        h.kill()
-        h.wait()
+    stop_hogs(hogs)
 
 
 def cmd_rt(args):
@@ -490,13 +500,10 @@ def cmd_election(args):
     err, _ = park(args.park)
     result = {"park_errno": err, "parked": kernel.parked(), "features": kernel.features()}
     widen = set(parse_cpulist(args.widen))
-    hogs = [subprocess.Popen(["taskset", "-c", args.start, "sh", "-c", "while :; do :; done"])
-            for _ in range(args.hogs)]
+    hogs = start_hogs(args.start, args.hogs)
     seen = set()
     try:
         pids = [h.pid for h in hogs]
-        until(lambda: all(os.sched_getaffinity(pid) == set(parse_cpulist(args.start))
-                          for pid in pids), tries=1000)
         for pid in pids:
             os.sched_setaffinity(pid, widen)
 
@@ -507,9 +514,7 @@ def cmd_election(args):
         # intervals; the old election never did.
         result["spread"] = until(spread, tries=500)
     finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
+        stop_hogs(hogs)
         park("")
     result["seen"] = sorted(seen)
     return print_result(result)
