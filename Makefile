@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park test test-unit \
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park compare-kernels stock-kernel test test-unit \
 	test-series test-vm fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -23,6 +23,8 @@ help:
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
+	@echo "make compare-kernels [PRESET=...]   stock 6.12 vs the series, features off, alternating boots"
+	@echo "make stock-kernel    build the pinned 6.12 without the series; prints the bzImage path"
 	@echo "make fresh-check [FRESH=setup|demo|test]   the README path in a fresh Debian 12 chroot"
 	@echo "make rebase-check [BUMP=1]   does the series apply to every 6.12 the archive offers?"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
@@ -56,6 +58,12 @@ bench-steal: setup
 
 bench-park: setup
 	@scripts/bench-park.sh
+
+stock-kernel: setup
+	@scripts/stock-kernel.sh $(CONFIG)
+
+compare-kernels: setup
+	@$(STAGE) compare-kernels scripts/compare-kernels.sh $(PRESET)
 
 test: setup
 	@$(MAKE) --no-print-directory test-unit test-series test-vm

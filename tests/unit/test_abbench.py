@@ -792,3 +792,30 @@ def test_run_trace_runs_needs_trace_dir(capsys, guest, fake_schedstat):
     rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", *guest.args,
                         "--a", "none", "--b", "none", "--trace-runs", "1")
     assert rc == 2 and "--trace-runs only goes with --trace-dir" in err
+
+
+def test_run_a_alone(capsys, guest, fake_schedstat):
+    """Without --b only A runs: one boot's side of a kernel-against-kernel
+    comparison (kernelab), B recorded as not run."""
+    log = guest.log
+    rc, _out, err = cli(capsys, "run", "--a", f"sh:echo A >> {log}", "--a-name", "stock",
+                        *CUSTOM, "--param", "1,2", "--runs", "3", "--warmup", "1",
+                        *guest.args)
+    assert rc == 0, err
+    assert log_lines(guest) == ["A"] * 9       # checked once, then before each run
+    doc = json.loads(guest.out.read_text())
+    assert doc["sides"] == "A" and doc["order"] is None
+    assert doc["settings"]["B"] == {"name": "(not run)", "spec": None}
+    assert [(r["param"], r["setting"], r["index"]) for r in doc["runs"]] == [
+        (p, "A", i) for p in (1, 2) for i in range(3)]
+    assert "[6/6]" in err and "[7/" not in err
+    rep = json.loads(cli(capsys, "report", guest.out, "--json")[1])
+    assert rep["params"][0]["A"]["n"] == 3 and rep["params"][0]["B"]["n"] == 0
+
+
+@pytest.mark.parametrize("extra", [["--b-name", "x"], ["--order", "random"]])
+def test_run_a_alone_refuses_b_options(capsys, guest, fake_schedstat, extra):
+    rc, _out, err = cli(capsys, "run", "--a", "none", *CUSTOM, "--param", "1",
+                        *guest.args, *extra)
+    assert rc == 2 and "only go with --b" in err
+    assert not guest.out.exists()

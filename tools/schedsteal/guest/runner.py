@@ -8,7 +8,9 @@ that slow drift of the machine does not favour one side, or with
 (each run with its ``setting``, its round ``index`` and its ``position``
 in the whole sequence; ``order`` and ``seed`` at the top). The JSON is
 rewritten after every run, so a guest crash leaves the runs done so far
-(``"complete": false``). Unless ``--no-schedstat`` is given, ``run`` turns
+(``"complete": false``). Without ``--b`` only A runs (``"sides": "A"``,
+B's setting recorded as not run): one side of a kernel-against-kernel
+comparison, whose other side is another boot (``kernelab``). Unless ``--no-schedstat`` is given, ``run`` turns
 on ``kernel.sched_schedstats`` (the counters stand still without it).
 
 With ``--trace-dir DIR`` each measured run of the first ``--trace-runs``
@@ -114,12 +116,14 @@ class Runner:
             "mean_kind": w.mean_kind, "param_key": w.param_key,
             "param_title": w.param_title, "options": self.options,
             "commands": {str(p): w.command(p, self.options) for p in self.params},
-            "settings": {s: {"name": label, "spec": setting.spec}
-                         for s, (label, setting) in self.sides.items()},
+            "settings": {s: ({"name": self.sides[s][0], "spec": self.sides[s][1].spec}
+                             if s in self.sides else {"name": "(not run)", "spec": None})
+                         for s in SIDES},
+            "sides": "".join(self.sides),
             "params": self.params, "runs_per_setting": self.args.runs,
             "warmup_per_setting": self.args.warmup,
             "timeout": self.args.timeout,
-            "order": self.args.order,
+            "order": self.args.order if "B" in self.sides else None,
             "seed": self.seed if self.args.order == "random" else None,
             "schedstat": not self.args.no_schedstat,
             "runs": [], "warmup": [],
@@ -222,7 +226,10 @@ class Runner:
     def round_order(self, round_no: int) -> str:
         """The sides of one round, in the order they run: ABBA alternates
         AB and BA so a drift adds as much to A as to B over two rounds;
-        random draws each round's order from the seeded generator."""
+        random draws each round's order from the seeded generator. A run
+        without B has rounds of A alone."""
+        if "B" not in self.sides:
+            return "A"
         if self.args.order == "random":
             return "AB" if self.rng.random() < 0.5 else "BA"
         return "AB" if round_no % 2 == 0 else "BA"
@@ -234,7 +241,7 @@ class Runner:
         return rec
 
     def run(self) -> int:
-        total = len(self.params) * self.args.runs * len(SIDES)
+        total = len(self.params) * self.args.runs * len(self.sides)
         width = len(str(total))
         done = 0
         self.save()
@@ -351,8 +358,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = workload.options({"loops": args.loops, "runtime": args.runtime,
                                 "workers": args.workers, "busy_us": args.busy_us,
                                 "binary": args.binary})
+    if args.b is None and (args.b_name is not None or args.order != "abba"):
+        raise AbbenchError("--b-name and --order only go with --b")
     sides = {}
     for side, spec, name in (("A", args.a, args.a_name), ("B", args.b, args.b_name)):
+        if spec is None:
+            continue
         setting = parse_setting(spec)
         sides[side] = (name or setting.spec, setting)
     applier = Applier(args.features_path, args.proc_sys)
@@ -381,7 +392,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 -- any failure: say how to go on without
             raise AbbenchError(f"cannot read schedstat ({exc}); use "
                                "--no-schedstat to run without it") from None
-    for side in SIDES:        # validate by applying A then B once
+    for side in sides:        # validate by applying A then B once
         applier.apply(sides[side][1])
     if not args.no_schedstat:
         _enable_schedstats(args.proc_sys)
@@ -414,8 +425,9 @@ def add_run_parser(sub) -> None:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--a", required=True, metavar="SETTING",
                      help="baseline setting (syntax below)")
-    run.add_argument("--b", required=True, metavar="SETTING",
-                     help="setting compared with the baseline")
+    run.add_argument("--b", metavar="SETTING",
+                     help="setting compared with the baseline (without it only "
+                     "A runs: one side of a kernel-against-kernel comparison)")
     run.add_argument("--a-name", help="label of A (default: the setting)")
     run.add_argument("--b-name", help="label of B (default: the setting)")
     what = run.add_mutually_exclusive_group(required=True)

@@ -1,0 +1,356 @@
+"""Kernel A against kernel B: boots alternate, runs inside each boot.
+
+The ``kernelab`` command, the two-kernel counterpart of ``abbench`` (which
+compares two settings inside one boot). ``run`` boots kernel A and kernel
+B in turn on one topology preset, in ABBA order over the boots (A B, B A,
+A B ...), and runs the same workload ``--runs`` times per boot with
+``abbench run`` in the guest (one side only). ``report`` prints abbench's
+table over all runs (Welch's t-test; the paired test pairs run j of A's
+boot k with run j of B's boot k), then one line per boot and a second
+verdict from the boot means alone: when boots differ more than runs do,
+only that one is honest.
+
+Usage::
+
+    kernelab run --a-kernel stock/bzImage --a-name stock \\
+        --b-kernel series/bzImage --b-name series --b-setting feat:NO_STEAL \\
+        --preset smp2 --boots 3 --runs 5 --workload hackbench-process-pipe \\
+        --param 2 --loops 500 --out out/kab
+    kernelab report out/kab/kab.json [--json]
+
+``run`` keeps each boot's files in OUT/boot-N-SIDE/ (abbench's ab.json,
+the guest's dmesg and output) and rewrites OUT/kab.json, an abbench
+results file with A and B standing for the kernels, after every boot: a
+boot that fails (the command, a splat, a timeout) stops the run with
+status 1 and leaves the boots done so far (``"complete": false``). Exit
+status: 0 done, 1 a boot failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+
+from . import abbench, stats, vm
+from .cli import ToolParser
+from .guest import workloads as wl
+from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
+from .guest.settings import AbbenchError
+from .table import format_table
+
+ORDER_NOTE = "boots in ABBA order"
+
+
+class KernelabError(Exception):
+    pass
+
+
+def boot_order(boots: int) -> list[tuple[int, str]]:
+    """(pair, side) of each boot: pairs alternate AB and BA, so a drift of
+    the host adds as much to A as to B over two pairs."""
+    return [(k, side) for k in range(boots) for side in ("AB" if k % 2 == 0 else "BA")]
+
+
+def guest_command(args: argparse.Namespace, side: str) -> str:
+    """The abbench command one boot runs: the side's setting alone."""
+    setting = getattr(args, f"{side.lower()}_setting")
+    name = getattr(args, f"{side.lower()}_name")
+    cmd = ["python3", "-m", "schedsteal.abbench", "run", "--a", setting,
+           "--a-name", name, "--workload", args.workload,
+           "--runs", str(args.runs), "--warmup", str(args.warmup),
+           "--timeout", str(args.run_timeout)]
+    for p in args.param:
+        cmd += ["--param", p]
+    if args.loops is not None:
+        cmd += ["--loops", str(args.loops)]
+    if args.no_schedstat:
+        cmd.append("--no-schedstat")
+    # $SCHEDSTEAL_OUT is the guest's name for the kept directory.
+    return shlex.join(cmd) + ' --out "$SCHEDSTEAL_OUT/ab.json"'
+
+
+def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
+          complete: bool) -> dict:
+    """One abbench results document from the boots' documents, A and B
+    standing for the kernels. ``boots``: {"pair", "setting", "doc", "dir"}
+    in the order they ran. Run j of pair k gets index k * runs + j, which
+    pairs it with the other kernel's run j of the same pair."""
+    if not boots:
+        raise KernelabError("no boot finished")
+    first = boots[0]["doc"]
+    out = {key: first.get(key) for key in (
+        "workload", "description", "unit", "higher_is_better", "mean_kind",
+        "param_key", "param_title", "options", "commands", "params", "topology")}
+    out.update(format=FORMAT, format_version=FORMAT_VERSION, complete=complete,
+               kind="kernelab", order=ORDER_NOTE, seed=None,
+               settings={s: {"name": names[s], "spec": None,
+                             "kernel": kernels[s]["path"],
+                             "setting": kernels[s]["setting"]} for s in SIDES},
+               runs_per_boot=runs_per_boot,
+               boots=[], runs=[], warmup=[])
+    for pos, b in enumerate(boots):
+        doc = b["doc"]
+        for key in ("workload", "unit", "higher_is_better", "params"):
+            if doc.get(key) != out[key]:
+                raise KernelabError(f"boot {pos + 1} ran another {key}: "
+                                    f"{doc.get(key)!r}, not {out[key]!r}")
+        host = doc.get("host") or {}
+        out["boots"].append({"position": pos, "pair": b["pair"], "setting": b["setting"],
+                             "dir": b["dir"], "release": host.get("release"),
+                             "complete": doc.get("complete", False)})
+        for run in doc.get("runs", []):
+            if run.get("setting") != "A":
+                continue
+            out["runs"].append({**run, "setting": b["setting"], "boot": pos,
+                                "index": b["pair"] * runs_per_boot + run["index"]})
+    return out
+
+
+def boot_means(doc: dict) -> list[dict]:
+    """Per param, per boot: n, the mean (Amean) and spread of its runs."""
+    rows = []
+    for param in doc["params"]:
+        for b in doc["boots"]:
+            vals = [float(r["value"]) for r in doc["runs"]
+                    if r["param"] == param and r["boot"] == b["position"]
+                    and r.get("value") is not None and not r.get("error")]
+            row = {"param": param, "boot": b["position"], "pair": b["pair"],
+                   "setting": b["setting"], "release": b.get("release"), "n": len(vals),
+                   "mean": None, "stddev": None, "min": None, "max": None}
+            if vals:
+                row.update(mean=stats.amean(vals), min=min(vals), max=max(vals),
+                           stddev=stats.stddev(vals) if len(vals) > 1 else None)
+            rows.append(row)
+    return rows
+
+
+def between_boots(doc: dict, rows: list[dict], alpha: float) -> list[dict]:
+    """Per param: Welch's t-test on the boot means (n = boots per side),
+    and how the spread of the boot means compares with the spread of the
+    runs inside a boot."""
+    out = []
+    hib = bool(doc["higher_is_better"])
+    for param in doc["params"]:
+        means = {s: [r["mean"] for r in rows if r["param"] == param
+                     and r["setting"] == s and r["mean"] is not None] for s in SIDES}
+        inside = [r["stddev"] for r in rows if r["param"] == param
+                  and r["stddev"] is not None]
+        test = stats.welch_ttest(means["A"], means["B"])
+        entry = {"param": param, "boots": {s: len(means[s]) for s in SIDES},
+                 "p_value": test.p, "significant": test.significant(alpha),
+                 "pct_change": None,
+                 "stddev_of_boot_means": {s: (stats.stddev(means[s]) if len(means[s]) > 1
+                                              else None) for s in SIDES},
+                 "mean_stddev_inside_boots": stats.amean(inside) if inside else None}
+        if means["A"] and means["B"]:
+            entry["pct_change"] = stats.pct_improvement(stats.amean(means["A"]),
+                                                        stats.amean(means["B"]), hib)
+        out.append(entry)
+    return out
+
+
+def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict:
+    rep = abbench.analyze(doc, alpha, base_dir)
+    rows = boot_means(doc)
+    rep.update(kind="kernelab", boots=doc["boots"], runs_per_boot=doc.get("runs_per_boot"),
+               per_boot=rows, between_boots=between_boots(doc, rows, alpha))
+    return abbench._clean(rep)
+
+
+def _num(x, fmt="{:.4f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def format_report(rep: dict) -> str:
+    lines = [abbench.format_report(rep).rstrip("\n"), ""]
+    key = rep["param_key"]
+    labels = {s: rep["settings"][s]["name"] for s in SIDES}
+    lines.append(f"per boot ({rep.get('runs_per_boot')} runs each; Amean, spread of the runs)")
+    rows = [(key, "boot", "kernel", "release", "n", "mean", "stddev", "min", "max")]
+    for r in rep["per_boot"]:
+        rows.append((str(r["param"]), str(r["boot"] + 1), labels[r["setting"]],
+                     r.get("release") or "-", str(r["n"]), _num(r["mean"]),
+                     _num(r["stddev"]), _num(r["min"]), _num(r["max"])))
+    lines += format_table(rows, left=(0, 2, 3))
+    lines += ["", "between boots: Welch's t-test on the boot means; sd(boots) is the "
+              "spread of the boot means, sd(runs) the mean spread inside a boot"]
+    rows = [(key, "boots A", "boots B", "%chg", "p(boots)", "sd(boots) A",
+             "sd(boots) B", "sd(runs)", "verdict")]
+    for e in rep["between_boots"]:
+        p = e["p_value"]
+        if p is None:
+            verdict = "not enough boots (need 2+ per kernel)"
+        elif e["significant"]:
+            verdict = "B better (significant)" if (e["pct_change"] or 0) > 0 \
+                else "B worse (significant)"
+        else:
+            verdict = "not significant"
+        rows.append((f"{key}={e['param']}", str(e["boots"]["A"]), str(e["boots"]["B"]),
+                     _num(e["pct_change"], "{:+.2f}%"), _num(p),
+                     _num(e["stddev_of_boot_means"]["A"]),
+                     _num(e["stddev_of_boot_means"]["B"]),
+                     _num(e["mean_stddev_inside_boots"]), verdict))
+    lines += format_table(rows, left=(0, 8))
+    return "\n".join(lines) + "\n"
+
+
+# --- run ---------------------------------------------------------------------
+
+def _save(path: str, doc: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def check_run_args(args: argparse.Namespace) -> None:
+    """Everything checked before the first boot."""
+    for side in SIDES:
+        path = getattr(args, f"{side.lower()}_kernel")
+        if not os.path.isfile(path):
+            raise KernelabError(f"--{side.lower()}-kernel: no kernel image at {path}")
+    if args.a_name == args.b_name:
+        raise KernelabError("--a-name and --b-name must differ")
+    for flag, value, low in (("--boots", args.boots, 1), ("--runs", args.runs, 1),
+                             ("--warmup", args.warmup, 0)):
+        if value < low:
+            raise KernelabError(f"{flag} must be at least {low}")
+    if args.loops is not None and args.loops < 1:
+        raise KernelabError("--loops must be at least 1")
+    vm.get_preset(args.preset)
+    vm.check_timeout(args.timeout)
+    from .guest.runner import parse_params
+    parse_params(args.param)
+
+
+def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
+    """The ``run`` subcommand; ``boot`` is vm.run (a stub in the tests)."""
+    try:
+        check_run_args(args)
+    except (vm.VMError, wl.WorkloadError) as exc:
+        raise KernelabError(str(exc)) from None
+    os.makedirs(args.out, exist_ok=True)
+    result = os.path.join(args.out, "kab.json")
+    names = {"A": args.a_name, "B": args.b_name}
+    kernels = {s: {"path": os.path.abspath(getattr(args, f"{s.lower()}_kernel")),
+                   "setting": getattr(args, f"{s.lower()}_setting")} for s in SIDES}
+    done = []
+    order = boot_order(args.boots)
+    qemu = [args.qemu_opts] if args.qemu_opts else None
+    for pos, (pair, side) in enumerate(order):
+        bdir = os.path.join(args.out, f"boot-{pos + 1}-{side}")
+        print(f"[boot {pos + 1}/{len(order)}] {side} ({names[side]}) on {args.preset}: "
+              f"{args.runs} runs", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        res = boot(kernels[side]["path"], args.preset, guest_command(args, side),
+                   timeout=args.timeout, keep=bdir, qemu_opts=qemu)
+        with open(os.path.join(bdir, "guest.log"), "w") as f:
+            f.write(res.output)
+        problem = None
+        if not res.ok:
+            problem = (f"timed out after {args.timeout:g} s" if res.timed_out else
+                       f"{len(res.splats)} splat(s) in its kernel log" if res.splats else
+                       "the guest stopped early" if res.died else
+                       f"the command exited with status {res.status}")
+        try:
+            with open(os.path.join(bdir, "ab.json")) as f:
+                doc = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            doc = None
+            problem = problem or f"no results: {exc}"
+        if doc is not None:
+            done.append({"pair": pair, "setting": side, "doc": doc,
+                         "dir": os.path.basename(bdir)})
+        complete = problem is None and pos == len(order) - 1
+        if done:
+            _save(result, merge(done, names, kernels, args.runs, complete))
+        if problem:
+            print(f"kernelab: boot {pos + 1} ({names[side]}) failed: {problem}; "
+                  f"its files are in {bdir}", file=sys.stderr)
+            return 1
+        print(f"[boot {pos + 1}/{len(order)}] done in {time.monotonic() - start:.0f} s",
+              file=sys.stderr, flush=True)
+    print(f"kernelab: results in {result}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise KernelabError("--alpha must be between 0 and 1")
+    doc = abbench.load_results(args.file)
+    if doc.get("kind") != "kernelab" or not isinstance(doc.get("boots"), list):
+        raise KernelabError(f"{args.file}: not a kernelab results file "
+                            "(abbench report reads one-boot comparisons)")
+    rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_report(rep))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ToolParser(prog="kernelab", description=__doc__.split("\n\n")[0],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="boot two kernels in turn and run a workload")
+    for side, what in (("a", "baseline"), ("b", "compared")):
+        run.add_argument(f"--{side}-kernel", required=True, metavar="BZIMAGE",
+                         help=f"the {what} kernel")
+        run.add_argument(f"--{side}-name", default=side.upper(),
+                         help=f"its label (default: {side.upper()})")
+        run.add_argument(f"--{side}-setting", default="none", metavar="SETTING",
+                         help="abbench setting applied in its boots, e.g. "
+                         "feat:NO_STEAL (default: none)")
+    run.add_argument("--preset", default="smp2", help="topology (default: %(default)s)")
+    run.add_argument("--boots", type=int, default=3,
+                     help="boots per kernel (default: %(default)s)")
+    run.add_argument("--runs", type=int, default=5,
+                     help="measured runs per boot (default: %(default)s)")
+    run.add_argument("--warmup", type=int, default=1,
+                     help="discarded runs per boot and param (default: %(default)s)")
+    run.add_argument("--workload", default="hackbench-process-pipe", choices=wl.names(),
+                     metavar="NAME", help="one of: " + ", ".join(wl.names()))
+    run.add_argument("--param", action="append", required=True,
+                     help="parameter values, e.g. 1,2,4 (repeatable)")
+    run.add_argument("--loops", type=int, help="hackbench/perf-messaging loops")
+    run.add_argument("--no-schedstat", action="store_true",
+                     help="leave kernel.sched_schedstats off (its default): the "
+                     "cost of the counters themselves stays out of the times")
+    run.add_argument("--qemu-opts", help="extra QEMU arguments, e.g. "
+                     "'-icount shift=0,sleep=off'")
+    run.add_argument("--timeout", type=float, default=3000.0,
+                     help="seconds per boot (default: %(default)g)")
+    run.add_argument("--run-timeout", type=float, default=600.0,
+                     help="seconds per workload run (default: %(default)g)")
+    run.add_argument("--out", required=True, metavar="DIR")
+    run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="compare the kernels from OUT/kab.json")
+    rep.add_argument("file", metavar="KAB.json")
+    rep.add_argument("--json", action="store_true", help="print JSON")
+    rep.add_argument("--alpha", type=float, default=0.05,
+                     help="significance level (default: %(default)s)")
+    rep.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (KernelabError, AbbenchError) as exc:
+        print(f"kernelab: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
