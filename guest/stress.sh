@@ -9,7 +9,9 @@
 #     the STEAL sched_feature is toggled at each step;
 #   - with "park", the parked set is rewritten in a loop, cycling through
 #     sets of CPUs other than 0 (a set holding a CPU that is offline at
-#     that moment is refused, which is counted, not an error).
+#     that moment is refused, which is counted, not an error), and two
+#     SCHED_DEADLINE tasks run throughout: a busy loop (throttled and
+#     replenished every period) and one that sleeps and wakes.
 # Exits non-zero if any hackbench run fails, if a CPU could not be brought
 # back, or if no park write succeeded. The host scans the kernel log for
 # splats.
@@ -52,6 +54,14 @@ storm() { # rewrite the parked set until the hotplug loop is done
 	[ $ok -gt 0 ]
 }
 if [ "$park" = park ]; then
+	# 2 ms every 20 ms each. The sleeper wakes every 10 ms without
+	# forking (a deadline task may not fork).
+	dl="chrt -d --sched-runtime 2000000 --sched-deadline 20000000 --sched-period 20000000 0"
+	$dl sh -c "while [ ! -e $stop ]; do :; done" &
+	dlbusy=$!
+	$dl python3 -c "import os, time
+while not os.path.exists('$stop'): time.sleep(0.01)" &
+	dlsleep=$!
 	storm &
 	stormer=$!
 fi
@@ -72,6 +82,10 @@ touch $stop
 
 status=0
 [ -z "${stormer:-}" ] || wait $stormer || status=1
+if [ -n "${dlbusy:-}" ]; then
+	if wait $dlbusy && wait $dlsleep; then echo "deadline: 2 tasks ok"
+	else echo "deadline: a task failed" >&2; status=1; fi
+fi
 wait $root || status=1
 wait $throttled || status=1
 echo "throttled periods: $(grep nr_throttled $cg/cpu.stat)"

@@ -109,12 +109,12 @@ def test_pinned_task_stays_and_is_reported(any_kernel):
 @pytest.fixture(scope="module")
 def llc2x4_park(test_kernel):
     """One llc2x4 boot for the review findings that need two LLCs: the
-    ping-pong probe, then the RT probe."""
+    ping-pong probe, the RT probe, then the deadline probe."""
     res = boot(test_kernel, "llc2x4",
                "python3 guest/park_probe.py pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5"
-               " && python3 guest/park_probe.py rt")
+               " && python3 guest/park_probe.py rt && python3 guest/park_probe.py dl")
     got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
-    assert len(got) == 2, res.output[-3000:]
+    assert len(got) == 3, res.output[-3000:]
     return got
 
 
@@ -158,6 +158,21 @@ def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
     assert got["pinned_cpu"] == 6, "it stays"
     assert got["pinned_counted"], "park_pinned counts it"
     assert len(got["log_lines"]) == 1, got["log_lines"]
+
+
+def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
+    """Issue 9, deadline: nothing moved a deadline task off a parked CPU.
+    A single one is never pushed or pulled (the deadline class balances
+    only between CPUs with two), wakes on its last CPU, and its throttled
+    runs are replenished on the same runqueue."""
+    got = llc2x4_park[2]
+    assert got["park_errno"] == 0
+    for what, cpu in (("busy", 3), ("sleeper", 2)):
+        task = got[what]
+        assert task["deadline"] and task["cpu_before"] == cpu, task
+        assert task["left"] and task["cpu_after"] not in (2, 3), (what, task)
+    assert got["samples_back"] == 0
+    assert got["still_deadline"]
 
 
 PARKED_LINE = re.compile(r"^parked=\[(.*)\]$", re.M)

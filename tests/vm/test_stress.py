@@ -1,7 +1,8 @@
 """Stress on the debug kernel (lockdep, atomic-sleep, preempt and list
 checks, hung-task detector): hackbench in the root cgroup and in a
 throttled one while CPUs are unplugged and replugged, STEAL is toggled
-and, in the second run, the parked set is rewritten in a loop.
+and, in the second run, the parked set is rewritten in a loop while two
+SCHED_DEADLINE tasks run.
 Every hackbench run must complete and the kernel log must stay clean;
 lockdep must still be running at the end (it switches itself off after
 its first report)."""
@@ -39,4 +40,5 @@ def test_stress(debug_kernel, args, rounds):
     assert m and int(m[1]) > 0, res.output[-2000:]
     if "park" in args:
         assert re.search(r"park: [1-9]\d* writes ok", res.output), res.output[-2000:]
+        assert "deadline: 2 tasks ok" in res.output, res.output[-2000:]
     assert debug_locks(res.output) == 1

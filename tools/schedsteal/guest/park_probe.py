@@ -30,6 +30,11 @@ host-side tests (tests/vm/test_park.py) assert on.
         must be pushed to CPU 1 or 2 (the next cpupri level). Then an RT
         task pinned to CPU 6 has CPU 6 parked under it: it stays, and is
         counted and reported like a pinned CFS task.
+    park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
+        Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
+        CPU 3 (throttled and replenished on its runqueue, never woken) and
+        a sleeper on CPU 2 (woken every 3 ms), then both CPUs parked: the
+        tasks must leave them and stay off.
     park_probe.py election --park 2 --start 0 --widen 0,1,3 [--hogs 4] [--feature F]
         smt4: CPU hogs pinned to one CPU, then allowed on three, one CPU
         parked. The parked CPU's idle sibling must get a hog: the load
@@ -490,6 +495,83 @@ def cmd_rt(args):
     return print_result(result)
 
 
+SCHED_DEADLINE = 6
+# 2 ms every 20 ms: a tenth of one CPU, well inside the default admission
+# limit (95% of the root domain).
+DL_PARAMS = ["--sched-runtime", "2000000", "--sched-deadline", "20000000",
+             "--sched-period", "20000000"]
+# Says it is up, waits for a byte, then wakes every 3 ms.
+DL_SLEEPER = ["python3", "-c", "import sys, time\nprint('up', flush=True)\n"
+              "sys.stdin.read(1)\nwhile True: time.sleep(0.003)"]
+
+
+def task_state(pid):
+    stat = kernel.read(f"/proc/{pid}/stat")
+    return stat[stat.rindex(")") + 2]
+
+
+def dl_task(cpu, cmd, gated=False):
+    """`cmd` started on `cpu`, then made SCHED_DEADLINE there. A deadline
+    task must be allowed on its whole root domain, so it is started
+    pinned, widened, then switched. A gated one (DL_SLEEPER) is widened
+    only once it sleeps on its stdin: a wakeup in between would place it
+    anywhere. With no other deadline task on its CPU nothing moves it (no
+    push or pull without two), only its own wakeups."""
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE} if gated else {}
+    proc = subprocess.Popen(["taskset", "-c", str(cpu), *cmd], text=True, **pipes)
+    until(lambda: os.sched_getaffinity(proc.pid) == {cpu}, tries=1000)
+    if gated:
+        assert proc.stdout.readline().strip() == "up"
+        until(lambda: task_state(proc.pid) == "S", tries=1000)
+    os.sched_setaffinity(proc.pid, set(range(os.cpu_count())))
+    subprocess.run(["chrt", "-d", *DL_PARAMS, "-p", "0", str(proc.pid)], check=True)
+    return proc
+
+
+def cmd_dl(args):
+    """Deadline tasks on CPUs that get parked: a busy loop (never wakes:
+    throttled and replenished on its runqueue every period) and a sleeper
+    (wakes every 3 ms, from its last CPU). One per CPU: two deadline tasks
+    on one CPU push each other apart."""
+    kernel.enable_schedstats()
+    result = {}
+    tasks = []
+    cpus = {"busy": args.busy_cpu, "sleeper": args.sleeper_cpu}
+    parked = set(cpus.values())
+    # Off the CPUs under test: nothing there but the task under test.
+    os.sched_setaffinity(0, set(range(os.cpu_count())) - parked)
+    try:
+        for what, cmd in (("busy", BUSY_LOOP), ("sleeper", DL_SLEEPER)):
+            t = dl_task(cpus[what], cmd, gated=what == "sleeper")
+            tasks.append(t)
+            result[what] = {"pid": t.pid,
+                            "deadline": os.sched_getscheduler(t.pid) == SCHED_DEADLINE,
+                            "cpu_before": kernel.task_cpu(t.pid)}
+        s0 = kernel.read_schedstat()
+        err, _ = park(",".join(map(str, sorted(parked))))
+        result["park_errno"] = err
+        tasks[1].stdin.write("x")       # the sleeper's first wakeup
+        tasks[1].stdin.flush()
+        for what, t in zip(("busy", "sleeper"), tasks):
+            result[what]["left"] = until(
+                lambda t=t: kernel.task_cpu(t.pid) not in parked, tries=300)
+            result[what]["cpu_after"] = kernel.task_cpu(t.pid)
+        # Once off, they stay off (sampled, 10 ms apart, for 1 s).
+        back = 0
+        for _ in range(100):
+            back += sum(kernel.task_cpu(t.pid) in parked for t in tasks)
+            time.sleep(0.01)        # the sampling interval
+        result["samples_back"] = back
+        delta = schedstat_delta(s0, kernel.read_schedstat())
+        result["schedstat"] = {c: delta[c] for c in sorted(parked)}
+        result["still_deadline"] = all(os.sched_getscheduler(t.pid) == SCHED_DEADLINE
+                                       for t in tasks)
+    finally:
+        stop_hogs(tasks)
+        park("")
+    return print_result(result)
+
+
 def cmd_election(args):
     # Anything that runs on the parked CPU's sibling and then sleeps makes
     # it newly idle, and newidle balance pulls without an election: keep
@@ -559,6 +641,9 @@ def main(argv=None):
     g.add_argument("--hogs", type=int, default=4)
     g.add_argument("--seconds", type=float, default=5)
     sub.add_parser("rt")
+    d = sub.add_parser("dl")
+    d.add_argument("--busy-cpu", type=int, default=3)
+    d.add_argument("--sleeper-cpu", type=int, default=2)
     el = sub.add_parser("election")
     el.add_argument("--park", default="2")
     el.add_argument("--start", default="0")
@@ -572,4 +657,4 @@ def main(argv=None):
     args = p.parse_args(argv)
     return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
-            "rt": cmd_rt, "election": cmd_election, "hotplug": cmd_hotplug}[args.action](args)
+            "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug}[args.action](args)
