@@ -495,3 +495,21 @@ def test_guest_json_reads_the_first_json_object_line():
     assert [n for n, _ in vm.json_objects(out.splitlines())] == [3, 5]
     with pytest.raises(vm.VMError, match="no JSON object"):
         vm.guest_json("Time: 1.0\n")
+
+
+BOOT_CONSOLE = ("[    0.000000] Linux version 6.12.117-sched-steal\n"
+                "[    1.920801] pci 0000:00:06.0: BAR 4 [mem 0xfebe4000-0xfebe7fff 64bit pref]\n")
+
+
+@pytest.mark.parametrize("console, output, died, crash", [
+    (BOOT_CONSOLE, "", True, True),                          # QEMU went away mid-boot
+    (BOOT_CONSOLE, "", False, False),                        # it did not die
+    (BOOT_CONSOLE, "probe output\n", True, False),           # the command had started
+    (BOOT_CONSOLE + "[    1.9] Kernel panic - not syncing: x\n", "", True, False),
+    (BOOT_CONSOLE + "[    1.9] Oops: 0003 [#1] SMP\n", "", True, False),
+    (BOOT_CONSOLE + "[    1.5] Run /sbin/init as init process\n", "", True, False),
+])
+def test_host_crash_is_only_a_silent_death_during_boot(console, output, died, crash):
+    res = vm.RunResult(status=255, output=output, dmesg=console, splats=vm.scan_dmesg(console),
+                       timed_out=False, console=console, died=died)
+    assert res.host_crash is crash

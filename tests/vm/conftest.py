@@ -5,6 +5,7 @@ The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG
 """
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,14 @@ def any_kernel(request):
 
 def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
     """Run cmd in a guest; fail with the guest's output on any problem.
-    keep: a directory that receives the guest's $SCHEDSTEAL_OUT files."""
+    keep: a directory that receives the guest's $SCHEDSTEAL_OUT files.
+    A boot that QEMU itself ended before the kernel reached user space
+    (RunResult.host_crash) is tried once more, with a warning."""
     res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
+    if res.host_crash:
+        warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
+                      f"booting again. Console:\n{vm.tail(res.console, 5)}")
+        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     assert not res.timed_out, (f"guest timed out:\n{res.output[-4000:]}\n"
                                f"console:\n{vm.tail(res.console)}")
     assert not res.splats, "kernel log has splats:\n" + vm.splat_context(res.dmesg, res.splats)

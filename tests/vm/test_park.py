@@ -161,15 +161,19 @@ def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
 
 
 def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
-    """Issue 9, deadline: nothing moved a deadline task off a parked CPU.
-    A single one is never pushed or pulled (the deadline class balances
-    only between CPUs with two), wakes on its last CPU, and its throttled
-    runs are replenished on the same runqueue."""
+    """Issue 9, deadline: nothing kept deadline tasks off parked CPUs. A
+    task wakes on its last CPU, and the deadline push and pull send tasks
+    to free CPUs, idle parked ones included; parked CPUs pulled."""
     got = llc2x4_park[2]
     assert got["park_errno"] == 0
-    for what, cpu in (("busy", 3), ("sleeper", 2)):
+    # The sleeper is on CPU 2 when the CPUs are parked. The busy one may
+    # not be on CPU 3 any more: at each replenishment the deadline push
+    # may move it to another free CPU. Either way none may be seen on
+    # CPUs 2-3 after the write (119 of 200 samples before the fix).
+    assert got["sleeper"]["cpu_before"] == 2, got["sleeper"]
+    for what in ("busy", "sleeper"):
         task = got[what]
-        assert task["deadline"] and task["cpu_before"] == cpu, task
+        assert task["deadline"], task
         assert task["left"] and task["cpu_after"] not in (2, 3), (what, task)
     assert got["samples_back"] == 0
     assert got["still_deadline"]

@@ -515,8 +515,8 @@ def dl_task(cpu, cmd, gated=False):
     task must be allowed on its whole root domain, so it is started
     pinned, widened, then switched. A gated one (DL_SLEEPER) is widened
     only once it sleeps on its stdin: a wakeup in between would place it
-    anywhere. With no other deadline task on its CPU nothing moves it (no
-    push or pull without two), only its own wakeups."""
+    anywhere; it then wakes on its last CPU. A busy one may still move:
+    at each replenishment the deadline push may send it to a free CPU."""
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE} if gated else {}
     proc = subprocess.Popen(["taskset", "-c", str(cpu), *cmd], text=True, **pipes)
     until(lambda: os.sched_getaffinity(proc.pid) == {cpu}, tries=1000)
@@ -530,9 +530,9 @@ def dl_task(cpu, cmd, gated=False):
 
 def cmd_dl(args):
     """Deadline tasks on CPUs that get parked: a busy loop (never wakes:
-    throttled and replenished on its runqueue every period) and a sleeper
-    (wakes every 3 ms, from its last CPU). One per CPU: two deadline tasks
-    on one CPU push each other apart."""
+    throttled and replenished every period) and a sleeper (wakes every
+    3 ms, from its last CPU). One per CPU: two deadline tasks on one CPU
+    push each other apart."""
     kernel.enable_schedstats()
     result = {}
     tasks = []
