@@ -3,6 +3,7 @@ documents, the report, and the run loop with the boot replaced by a stub
 that writes what a guest's ``abbench run`` (A alone) would."""
 
 import json
+import os
 import types
 
 import pytest
@@ -51,7 +52,6 @@ class StubBoot:
     def __call__(self, kernel, preset, cmd, timeout, keep, qemu_opts):
         n = len(self.calls)
         self.calls.append((kernel, preset, cmd))
-        import os
         os.makedirs(keep, exist_ok=True)
         base = (1.0 if kernel.endswith("a.bzImage") else 2.0) + 0.5 * (n // 2)
         if n != self.fail_at:
@@ -103,6 +103,7 @@ def test_run_boots_abba_and_merges(tmp_path, capsys):
     assert bb["pct_change"] == pytest.approx(-1.0 / 1.35 * 100)
     assert bb["stddev_of_boot_means"]["A"] == pytest.approx(0.3536, abs=1e-4)
     assert bb["mean_stddev_inside_boots"] == pytest.approx(0.1)
+    assert bb["verdict"] == "not significant"     # 2 boots each: p 0.06
     text = kernelab.format_report(rep)
     assert "per boot (3 runs each" in text and "between boots" in text
     assert "stock" in text and "series" in text and "6.12.117" in text

@@ -65,7 +65,7 @@ from . import schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
-from .cli import ToolParser
+from .cli import ToolParser, run_subcommand
 from .table import format_table
 
 REPORT_FORMAT = "schedsteal-abbench-report"
@@ -566,15 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except AbbenchError as exc:
-        print(f"abbench: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # report piped into head
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    return run_subcommand(build_parser(), argv, (AbbenchError,))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -16,3 +17,18 @@ class ToolParser(argparse.ArgumentParser):
     def error(self, message):
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.tool or self.prog.split()[0]}: error: {message}\n")
+
+
+def run_subcommand(parser: argparse.ArgumentParser, argv, errors: tuple) -> int:
+    """Parse argv and run the chosen subcommand's ``func``: an error of one
+    of the `errors` types prints "TOOL: error: ..." and returns 2; a
+    report piped into head exits quietly with 1."""
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except errors as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # report piped into head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -36,9 +36,9 @@ import sys
 import time
 
 from . import abbench, stats, vm
-from .cli import ToolParser
+from .cli import ToolParser, run_subcommand
 from .guest import workloads as wl
-from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
+from .guest.runner import FORMAT, FORMAT_VERSION, SIDES, parse_params, write_json
 from .guest.settings import AbbenchError
 from .table import format_table
 
@@ -149,6 +149,9 @@ def between_boots(doc: dict, rows: list[dict], alpha: float) -> list[dict]:
         if means["A"] and means["B"]:
             entry["pct_change"] = stats.pct_improvement(stats.amean(means["A"]),
                                                         stats.amean(means["B"]), hib)
+        # abbench's rule, on the boot means
+        entry["verdict"] = ("not enough boots (need 2+ per kernel)" if test.p is None
+                            else abbench._verdict(entry, test.p, alpha))
         out.append(entry)
     return out
 
@@ -181,32 +184,16 @@ def format_report(rep: dict) -> str:
     rows = [(key, "boots A", "boots B", "%chg", "p(boots)", "sd(boots) A",
              "sd(boots) B", "sd(runs)", "verdict")]
     for e in rep["between_boots"]:
-        p = e["p_value"]
-        if p is None:
-            verdict = "not enough boots (need 2+ per kernel)"
-        elif e["significant"]:
-            verdict = "B better (significant)" if (e["pct_change"] or 0) > 0 \
-                else "B worse (significant)"
-        else:
-            verdict = "not significant"
         rows.append((f"{key}={e['param']}", str(e["boots"]["A"]), str(e["boots"]["B"]),
-                     _num(e["pct_change"], "{:+.2f}%"), _num(p),
+                     _num(e["pct_change"], "{:+.2f}%"), _num(e["p_value"]),
                      _num(e["stddev_of_boot_means"]["A"]),
                      _num(e["stddev_of_boot_means"]["B"]),
-                     _num(e["mean_stddev_inside_boots"]), verdict))
+                     _num(e["mean_stddev_inside_boots"]), e["verdict"]))
     lines += format_table(rows, left=(0, 8))
     return "\n".join(lines) + "\n"
 
 
 # --- run ---------------------------------------------------------------------
-
-def _save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
 
 def check_run_args(args: argparse.Namespace) -> None:
     """Everything checked before the first boot."""
@@ -224,7 +211,6 @@ def check_run_args(args: argparse.Namespace) -> None:
         raise KernelabError("--loops must be at least 1")
     vm.get_preset(args.preset)
     vm.check_timeout(args.timeout)
-    from .guest.runner import parse_params
     parse_params(args.param)
 
 
@@ -268,7 +254,7 @@ def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
                          "dir": os.path.basename(bdir)})
         complete = problem is None and pos == len(order) - 1
         if done:
-            _save(result, merge(done, names, kernels, args.runs, complete))
+            write_json(result, merge(done, names, kernels, args.runs, complete))
         if problem:
             print(f"kernelab: boot {pos + 1} ({names[side]}) failed: {problem}; "
                   f"its files are in {bdir}", file=sys.stderr)
@@ -341,15 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (KernelabError, AbbenchError) as exc:
-        print(f"kernelab: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    return run_subcommand(build_parser(), argv, (KernelabError, AbbenchError))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ in the whole sequence; ``order`` and ``seed`` at the top). The JSON is
 rewritten after every run, so a guest crash leaves the runs done so far
 (``"complete": false``). Without ``--b`` only A runs (``"sides": "A"``,
 B's setting recorded as not run): one side of a kernel-against-kernel
-comparison, whose other side is another boot (``kernelab``). Unless ``--no-schedstat`` is given, ``run`` turns
-on ``kernel.sched_schedstats`` (the counters stand still without it).
+comparison, whose other side is another boot (``kernelab``). Unless
+``--no-schedstat`` is given, ``run`` turns on ``kernel.sched_schedstats``
+(the counters stand still without it).
 
 With ``--trace-dir DIR`` each measured run of the first ``--trace-runs``
 rounds (default: all) records the scheduler events the guest was booted
@@ -85,6 +86,19 @@ def _execute(argv: list[str], timeout: float, env: dict) -> tuple[int, str, str 
     return 0, out, None
 
 
+def write_json(out: str, doc: dict) -> None:
+    """Write a results document whole or not at all (through OUT.tmp): a
+    crash mid-write leaves the last complete one."""
+    tmp = f"{out}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise AbbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
 class Runner:
     """Runs the A/B sequence and keeps the results document up to date."""
 
@@ -134,15 +148,7 @@ class Runner:
         }
 
     def save(self) -> None:
-        out = self.args.out
-        tmp = f"{out}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(self.doc, f, indent=1)
-                f.write("\n")
-            os.replace(tmp, out)
-        except OSError as exc:
-            raise AbbenchError(f"cannot write {out}: {exc.strerror or exc}") from None
+        write_json(self.args.out, self.doc)
 
     def _snapshot(self):
         """A schedstat snapshot, or None (disabled, or it failed: warned)."""
