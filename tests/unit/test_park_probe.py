@@ -61,3 +61,64 @@ def test_a_cpu_without_workload_after_parking_stays_zero():
     trace = "\n".join([mark(0, 1.0, "PARK"), tick(4, 1.1), mark(0, 2.0, "UNPARK")])
     res = probe.evacuation(probe.parse_events(trace), [4])
     assert res[4]["stay_ticks"] == 0 and res[4]["stay_s"] == 0.0
+
+
+SCHED_DEBUG = """\
+cpu#3
+  .nr_running                    : 0
+
+cfs_rq[3]:/autogroup-12
+  .util_avg                      : 900
+
+cfs_rq[3]:/
+  .load_avg                      : 1021
+  .util_avg                      : 704
+  .util_est                      : 0
+
+cfs_rq[1]:/
+  .util_avg                      : 12
+"""
+
+
+def test_root_util_reads_the_root_cfs_rq_of_that_cpu(monkeypatch):
+    monkeypatch.setattr(probe.kernel, "read", lambda path: SCHED_DEBUG)
+    assert probe.root_util(3) == 704
+    assert probe.root_util(1) == 12
+
+
+def test_root_util_of_a_cpu_not_listed_is_zero(monkeypatch):
+    """A fully decayed cfs_rq leaves the list that sched/debug prints."""
+    monkeypatch.setattr(probe.kernel, "read", lambda path: SCHED_DEBUG)
+    assert probe.root_util(2) == 0
+
+
+INTERRUPTS = """\
+           CPU0       CPU1       CPU2       CPU3
+  1:          9          0          0          0   IO-APIC   1-edge      i8042
+LOC:       5000       4000       3000         17   Local timer interrupts
+RES:         10         11         12          2   Rescheduling interrupts
+CAL:        100        101        102          3   Function call interrupts
+"""
+
+
+def test_cpu_irqs_takes_that_cpus_column(monkeypatch):
+    monkeypatch.setattr(probe.kernel, "read", lambda path: INTERRUPTS)
+    assert probe.cpu_irqs(3) == {"LOC": 17, "RES": 2, "CAL": 3}
+    assert probe.cpu_irqs(0) == {"LOC": 5000, "RES": 10, "CAL": 100}
+
+
+PROC_SCHED = """\
+python3 (123, #threads: 1)
+-------------------------------------------------------------------
+se.exec_start                                :         12345.678901
+mm->numa_scan_seq                            :                    7
+numa_preferred_nid                           :                    1
+"""
+
+
+def test_task_sched_reads_numbers_and_misses_as_none(monkeypatch):
+    monkeypatch.setattr(probe.kernel, "read", lambda path: PROC_SCHED)
+    assert probe.task_sched(123, "mm->numa_scan_seq") == 7
+    assert probe.task_sched(123, "numa_preferred_nid") == 1
+    assert probe.task_sched(123, "se.exec_start") == 12345
+    assert probe.task_sched(123, "nr_migrations") is None

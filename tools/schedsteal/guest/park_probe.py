@@ -40,14 +40,38 @@ host-side tests (tests/vm/test_park.py) assert on.
         parked. The parked CPU's idle sibling must get a hog: the load
         balancer's election of the group's balancing CPU must not fall on
         the parked CPU, which then declines.
+    park_probe.py cookie --park 1 [--hogs 4] [--seconds 3]
+        smt4, core scheduling: CPU 1 parked, an uncookied hog pinned to it,
+        cookied hogs allowed everywhere. When CPU 1's sibling runs a
+        cookied hog, CPU 1 is forced idle with a task queued, and core
+        scheduling's balance steals a task of the running cookie from
+        another CPU: onto a parked CPU. Count the cookied hogs seen on
+        CPU 1 and its evacuations.
+    park_probe.py parkedonly --park 2-3 [--hogs 4]
+        Hogs pinned to the parked CPU 2, then allowed on 2 and 3 (both
+        parked: all they have). The idle CPU 3 must get one.
+    park_probe.py blocked --park 3 [--seconds 2]
+        smt4: a hog on CPU 3 builds up its utilization, hogs keep CPUs
+        0-2 busy, the hog on CPU 3 ends and CPU 3 is parked. With no
+        unparked CPU idle, nobody ran the NOHZ idle balance, which also
+        decays idle CPUs' blocked load: CPU 3's stayed as it was. It must
+        decay.
+    park_probe.py numa --park 4-7 [--seconds 6]
+        numa2 with NUMA balancing on and fast scans: a task fills 64 MiB
+        while pinned to node 1, is allowed everywhere, and node 1 is
+        parked. NUMA balancing wants it back near its memory; it must not
+        put it on a parked CPU. Samples its CPU; counts node 1's
+        evacuations and NUMA balancing's scans of its memory (to show it ran).
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
 """
 import argparse
+import ctypes
 import os
 import random
 import re
+import signal
 import subprocess
 import time
 
@@ -602,6 +626,245 @@ def cmd_election(args):
     return print_result(result)
 
 
+PR_SCHED_CORE = 62
+PR_SCHED_CORE_CREATE, PR_SCHED_CORE_SHARE_FROM = 1, 3
+PIDTYPE_PID, PIDTYPE_TGID = 0, 1
+
+
+def core_cookie_hogs(cpus, n):
+    """n busy loops allowed on `cpus` that share one core-scheduling
+    cookie: the first creates it, the others take it from the first
+    (prctl in the child before exec; the cookie survives exec)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def prctl(*args):
+        if libc.prctl(PR_SCHED_CORE, *[ctypes.c_ulong(a) for a in args]) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SCHED_CORE)")
+
+    first = subprocess.Popen(["taskset", "-c", cpus, *BUSY_LOOP],
+                             preexec_fn=lambda: prctl(PR_SCHED_CORE_CREATE, 0, PIDTYPE_TGID, 0))
+    hogs = [first]
+    for _ in range(n - 1):
+        hogs.append(subprocess.Popen(
+            ["taskset", "-c", cpus, *BUSY_LOOP],
+            preexec_fn=lambda: prctl(PR_SCHED_CORE_SHARE_FROM, first.pid, PIDTYPE_PID, 0)))
+    want = set(parse_cpulist(cpus))
+    until(lambda: all(os.sched_getaffinity(h.pid) == want for h in hogs), tries=1000)
+    return hogs
+
+
+PR_SCHED_CORE_GET = 0
+
+
+def core_cookie(pid):
+    """The task's core-scheduling cookie as prctl reports it (hashed), 0
+    for none."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    cookie = ctypes.c_ulong(0)
+    if libc.prctl(PR_SCHED_CORE, ctypes.c_ulong(PR_SCHED_CORE_GET), ctypes.c_ulong(pid),
+                  ctypes.c_ulong(PIDTYPE_PID), ctypes.byref(cookie)) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SCHED_CORE_GET)")
+    return cookie.value
+
+
+def cmd_cookie(args):
+    kernel.enable_schedstats()
+    parked_cpus = set(parse_cpulist(args.park))
+    err, _ = park(args.park)
+    result = {"park_errno": err, "parked": kernel.parked()}
+    hogs = start_hogs(args.park, 1)
+    try:
+        cookied = core_cookie_hogs(format_cpulist(kernel.online_cpus()), args.hogs)
+        hogs += cookied
+        pids = [h.pid for h in cookied]
+        result["cookies"] = len({core_cookie(pid) for pid in pids} - {0})
+        result["uncookied"] = core_cookie(hogs[0].pid) == 0
+        result["settled"] = until(
+            lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus, tries=1000)
+        s0 = kernel.read_schedstat()
+        samples = on_parked = 0
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
+            samples += len(pids)
+            time.sleep(0.01)        # the sampling interval
+        s1 = kernel.read_schedstat()
+        result["samples"], result["on_parked"] = samples, on_parked
+    finally:
+        stop_hogs(hogs)
+        park("")
+    result["schedstat"] = schedstat_delta(s0, s1)
+    return print_result(result)
+
+
+def cmd_parkedonly(args):
+    err, _ = park(args.park)
+    cpus = parse_cpulist(args.park)
+    result = {"park_errno": err, "parked": kernel.parked()}
+    hogs = start_hogs(str(cpus[0]), args.hogs)
+    seen = set()
+    try:
+        pids = [h.pid for h in hogs]
+        # Widened while still starting (exec, page faults over the 9p
+        # root), a hog wakes and is placed: that spreads them. Wait until
+        # every one is a busy loop that never sleeps (0.2 s of CPU each).
+        result["running"] = until(lambda: all(utime(pid) >= 50 for pid in pids), tries=1500)
+        for pid in pids:
+            os.sched_setaffinity(pid, set(cpus))
+
+        def spread():
+            seen.update(kernel.task_cpu(pid) for pid in pids)
+            return set(cpus) <= seen
+        # Bounded: once a push runs (at most 100 ms apart) it is done.
+        result["spread"] = until(spread, tries=300)
+
+        def balanced():
+            where = [kernel.task_cpu(pid) for pid in pids]
+            counts = [where.count(c) for c in cpus]
+            return max(counts) - min(counts) <= 1
+        result["balanced"] = until(balanced, tries=300)
+        result["where"] = sorted(kernel.task_cpu(pid) for pid in pids)
+    finally:
+        stop_hogs(hogs)
+        park("")
+    result["seen"] = sorted(seen)
+    return print_result(result)
+
+
+CFS_RQ_RE = re.compile(r"^cfs_rq\[(\d+)\]:/?$")
+
+
+def root_util(cpu):
+    """The root cfs_rq's util_avg of a CPU from sched/debug; 0 when it is
+    not listed (a fully decayed cfs_rq leaves the list)."""
+    block = False
+    for line in kernel.read(f"{kernel.DEBUGFS}/sched/debug").splitlines():
+        m = CFS_RQ_RE.match(line)
+        if m:
+            block = int(m.group(1)) == cpu
+        elif block and line.strip().startswith(".util_avg "):
+            return int(line.split(":")[1])
+        elif block and not line.strip():
+            block = False
+    return 0
+
+
+def cpu_irqs(cpu):
+    """The CPU's column of /proc/interrupts for the local timer and the
+    IPIs that wake an idle CPU."""
+    rows = {}
+    lines = kernel.read("/proc/interrupts").splitlines()
+    col = lines[0].split().index(f"CPU{cpu}") + 1
+    for line in lines[1:]:
+        f = line.split()
+        if f and f[0].rstrip(":") in ("LOC", "RES", "CAL"):
+            rows[f[0].rstrip(":")] = int(f[col])
+    return rows
+
+
+def blocked_decay(cpu, others, parked, seconds):
+    """Build up a hog's utilization on `cpu`, keep the other CPUs busy,
+    stop the hog (park `cpu` if asked); how long the blocked utilization
+    takes to decay."""
+    result = {}
+    hog = start_hogs(str(cpu), 1)
+    hogs = []
+    try:
+        result["built_up"] = until(lambda: root_util(cpu) >= 600, tries=500)
+        # Every other CPU busy: no unparked CPU goes idle, so none takes
+        # the NOHZ idle balance.
+        hogs = [h for c in others for h in start_hogs(str(c), 1)]
+        # Stopped, the hog sleeps: its utilization stays on the CPU as
+        # blocked load (a task that exits takes its own away).
+        os.kill(hog[0].pid, signal.SIGSTOP)
+        result["stopped"] = until(lambda: task_state(hog[0].pid) == "T", tries=500)
+        if parked:
+            result["park_errno"], _ = park(str(cpu))
+        t0 = time.monotonic()
+        i0 = cpu_irqs(cpu)
+        result["util_start"] = root_util(cpu)
+        # Bounded: PELT halves it every 32 ms once anybody updates it.
+        result["decayed"] = until(lambda: root_util(cpu) < 50, tries=int(seconds * 100))
+        result["decay_ms"] = round((time.monotonic() - t0) * 1000)
+        result["util_end"] = root_util(cpu)
+        result["irqs"] = {k: v - i0[k] for k, v in cpu_irqs(cpu).items()}
+    finally:
+        os.kill(hog[0].pid, signal.SIGCONT)
+        stop_hogs(hog + hogs)
+        park("")
+    return result
+
+
+def cmd_blocked(args):
+    kernel.ensure_debugfs()
+    cpu = int(args.park)
+    others = [c for c in kernel.online_cpus() if c != cpu]
+    # Off that CPU, or the probe's own polling would keep it busy.
+    os.sched_setaffinity(0, set(others))
+    return print_result({"unparked": blocked_decay(cpu, others, False, args.seconds),
+                         "parked": blocked_decay(cpu, others, True, args.seconds)})
+
+NUMA_SYSCTL = "/proc/sys/kernel/numa_balancing"
+NUMA_TOUCHER = ("import sys\nb = bytearray(64 << 20)\nprint('filled', flush=True)\n"
+                "while True:\n    for i in range(0, len(b), 4096):\n        b[i] ^= 1\n")
+
+
+def task_sched(pid, name):
+    """A number from /proc/PID/sched (its NUMA fields among them)."""
+    for line in kernel.read(f"/proc/{pid}/sched").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return int(float(value))
+    return None
+
+
+def cmd_numa(args):
+    kernel.enable_schedstats()
+    kernel.ensure_debugfs()
+    parked_cpus = set(parse_cpulist(args.park))
+    old = kernel.read(NUMA_SYSCTL).strip()
+    knobs = f"{kernel.DEBUGFS}/sched/numa_balancing"
+    saved = {k: kernel.read(f"{knobs}/{k}").strip()
+             for k in ("scan_delay_ms", "scan_period_min_ms")}
+    result = {}
+    # Memory first touched on the parked node: the task's faults say
+    # node 1, so NUMA balancing wants it there.
+    toucher = subprocess.Popen(["taskset", "-c", args.park, "python3", "-c", NUMA_TOUCHER],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        result["filled"] = toucher.stdout.readline().strip() == "filled"
+        kernel.write(NUMA_SYSCTL, "1")
+        for k in saved:
+            kernel.write(f"{knobs}/{k}", "100")
+        os.sched_setaffinity(toucher.pid, set(kernel.online_cpus()))
+        err, _ = park(args.park)
+        result["park_errno"] = err
+        result["left"] = until(lambda: kernel.task_cpu(toucher.pid) not in parked_cpus,
+                               tries=1000)
+        s0 = kernel.read_schedstat()
+        q0 = task_sched(toucher.pid, "mm->numa_scan_seq")
+        samples = on_parked = 0
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            on_parked += kernel.task_cpu(toucher.pid) in parked_cpus
+            samples += 1
+            time.sleep(0.01)        # the sampling interval
+        s1 = kernel.read_schedstat()
+        # NUMA balancing ran: its scans of the task's memory went on.
+        result["scans"] = task_sched(toucher.pid, "mm->numa_scan_seq") - q0
+        result["preferred_nid"] = task_sched(toucher.pid, "numa_preferred_nid")
+        result["samples"], result["on_parked"] = samples, on_parked
+    finally:
+        toucher.kill()
+        toucher.wait()
+        park("")
+        kernel.write(NUMA_SYSCTL, old)
+        for k, v in saved.items():
+            kernel.write(f"{knobs}/{k}", v)
+    result["schedstat"] = schedstat_delta(s0, s1)
+    return print_result(result)
+
+
 def cmd_hotplug(args):
     cpus = parse_cpulist(args.cpus)
     hog = subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
@@ -650,6 +913,19 @@ def main(argv=None):
     el.add_argument("--widen", default="0,1,3")
     el.add_argument("--hogs", type=int, default=4)
     el.add_argument("--feature", action="append", default=[])
+    ck = sub.add_parser("cookie")
+    ck.add_argument("--park", default="1")
+    ck.add_argument("--hogs", type=int, default=4)
+    ck.add_argument("--seconds", type=float, default=3)
+    po = sub.add_parser("parkedonly")
+    po.add_argument("--park", default="2-3")
+    po.add_argument("--hogs", type=int, default=4)
+    bl = sub.add_parser("blocked")
+    bl.add_argument("--park", default="3")
+    bl.add_argument("--seconds", type=float, default=2)
+    nu = sub.add_parser("numa")
+    nu.add_argument("--park", default="4-7")
+    nu.add_argument("--seconds", type=float, default=6)
     h = sub.add_parser("hotplug")
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
@@ -657,4 +933,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
-            "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug}[args.action](args)
+            "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
+            "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
+            "numa": cmd_numa}[args.action](args)
