@@ -243,12 +243,17 @@ def test_parked_cpu_does_not_pull_for_core_scheduling(smt4_boot_parked):
 def test_tasks_allowed_on_parked_cpus_only_are_spread(smt4_boot_parked):
     """Issue 9: hogs pinned to the parked CPU 2, then allowed on CPUs 2-3
     (both parked). Parked CPUs do not pull, so they all stayed on CPU 2
-    while CPU 3 was idle. The parked CPU's push now spreads them."""
+    while CPU 3 was idle. The parked CPU's push now spreads them, and an
+    odd count stays put (a miscount of the pushing stopper traded one
+    back and forth)."""
     got = smt4_boot_parked[1]["parkedonly"]
     assert got["park_errno"] == 0 and got["parked"] == "2-3"
     assert got["running"], "the hogs never got going"
     assert got["spread"], f"hogs seen only on CPUs {got['seen']}"
-    assert got["balanced"] and got["where"] == [2, 2, 3, 3], got["where"]
+    assert got["balanced"] and got["where"] == [2, 2, 3], got["where"]
+    st = {int(c): v for c, v in got["schedstat"].items()}
+    assert st[2]["park_evac"] == 0 and st[3]["park_evac"] == 0, (st[2], st[3])
+    assert got["samples_changed"] == 0
 
 
 def test_blocked_load_of_a_parked_cpu_decays(smt4_boot_parked):

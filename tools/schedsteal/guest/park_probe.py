@@ -47,9 +47,10 @@ host-side tests (tests/vm/test_park.py) assert on.
         scheduling's balance steals a task of the running cookie from
         another CPU: onto a parked CPU. Count the cookied hogs seen on
         CPU 1 and its evacuations.
-    park_probe.py parkedonly --park 2-3 [--hogs 4]
+    park_probe.py parkedonly --park 2-3 [--hogs 3] [--seconds 1]
         Hogs pinned to the parked CPU 2, then allowed on 2 and 3 (both
-        parked: all they have). The idle CPU 3 must get one.
+        parked: all they have). The idle CPU 3 must get some, until the
+        counts differ by one at most; then nothing moves.
     park_probe.py blocked --park 3 [--seconds 2]
         smt4: a hog on CPU 3 builds up its utilization, hogs keep CPUs
         0-2 busy, the hog on CPU 3 ends and CPU 3 is parked. With no
@@ -698,6 +699,7 @@ def cmd_cookie(args):
 
 
 def cmd_parkedonly(args):
+    kernel.enable_schedstats()
     err, _ = park(args.park)
     cpus = parse_cpulist(args.park)
     result = {"park_errno": err, "parked": kernel.parked()}
@@ -724,6 +726,17 @@ def cmd_parkedonly(args):
             return max(counts) - min(counts) <= 1
         result["balanced"] = until(balanced, tries=300)
         result["where"] = sorted(kernel.task_cpu(pid) for pid in pids)
+        # Then they stay: with an odd count, a miscount would trade one
+        # back and forth at every push.
+        s0 = kernel.read_schedstat()
+        moved = 0
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            now = sorted(kernel.task_cpu(pid) for pid in pids)
+            moved += now != result["where"]
+            time.sleep(0.01)        # the sampling interval
+        result["samples_changed"] = moved
+        result["schedstat"] = schedstat_delta(s0, kernel.read_schedstat())
     finally:
         stop_hogs(hogs)
         park("")
@@ -919,7 +932,8 @@ def main(argv=None):
     ck.add_argument("--seconds", type=float, default=3)
     po = sub.add_parser("parkedonly")
     po.add_argument("--park", default="2-3")
-    po.add_argument("--hogs", type=int, default=4)
+    po.add_argument("--hogs", type=int, default=3)
+    po.add_argument("--seconds", type=float, default=1)
     bl = sub.add_parser("blocked")
     bl.add_argument("--park", default="3")
     bl.add_argument("--seconds", type=float, default=2)
