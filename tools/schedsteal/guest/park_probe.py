@@ -47,7 +47,7 @@ host-side tests (tests/vm/test_park.py) assert on.
         scheduling's balance steals a task of the running cookie from
         another CPU: onto a parked CPU. Count the cookied hogs seen on
         CPU 1 and its evacuations.
-    park_probe.py parkedonly --park 2-3 [--hogs 3] [--seconds 1]
+    park_probe.py parkedonly --park 2-3 [--hogs 3] [--seconds 2]
         Hogs pinned to the parked CPU 2, then allowed on 2 and 3 (both
         parked: all they have). The idle CPU 3 must get some, until the
         counts differ by one at most; then nothing moves.
@@ -737,6 +737,7 @@ def cmd_parkedonly(args):
             time.sleep(0.01)        # the sampling interval
         result["samples_changed"] = moved
         result["schedstat"] = schedstat_delta(s0, kernel.read_schedstat())
+        result["balanced_end"] = balanced()
     finally:
         stop_hogs(hogs)
         park("")
@@ -933,7 +934,7 @@ def main(argv=None):
     po = sub.add_parser("parkedonly")
     po.add_argument("--park", default="2-3")
     po.add_argument("--hogs", type=int, default=3)
-    po.add_argument("--seconds", type=float, default=1)
+    po.add_argument("--seconds", type=float, default=2)
     bl = sub.add_parser("blocked")
     bl.add_argument("--park", default="3")
     bl.add_argument("--seconds", type=float, default=2)
