@@ -419,6 +419,24 @@ def stop_hogs(hogs):
         h.wait()
 
 
+def settle_and_sample(pids, parked_cpus, seconds):
+    """Wait (bounded) until none of the tasks is on a parked CPU (the first
+    push); then, for `seconds`, sample where they run. What happens after
+    the first push is what is measured. Returns settled, the number of
+    samples, how many found a task on a parked CPU, and the schedstat
+    delta over the sampling."""
+    settled = until(lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus,
+                    tries=1000)
+    s0 = kernel.read_schedstat()
+    samples = on_parked = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
+        samples += len(pids)
+        time.sleep(0.01)        # the sampling interval
+    return settled, samples, on_parked, schedstat_delta(s0, kernel.read_schedstat())
+
+
 def cmd_pingpong(args):
     kernel.enable_schedstats()
     parked_cpus = set(parse_cpulist(args.park))
@@ -427,25 +445,13 @@ def cmd_pingpong(args):
     hogs = start_hogs(args.cpus, args.hogs)
     try:
         pids = [h.pid for h in hogs]
-        # Bounded poll: none left on a parked CPU (the first push); what
-        # happens after that is what is measured.
-        result["settled"] = until(
-            lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus, tries=1000)
-        s0 = kernel.read_schedstat()
         u0 = [utime(pid) for pid in pids]
-        samples = on_parked = 0
-        end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
-            samples += len(pids)
-            time.sleep(0.01)        # the sampling interval
-        s1 = kernel.read_schedstat()
+        (result["settled"], result["samples"], result["on_parked"],
+         result["schedstat"]) = settle_and_sample(pids, parked_cpus, args.seconds)
         result["utime"] = [u0, [utime(pid) for pid in pids]]
-        result["samples"], result["on_parked"] = samples, on_parked
     finally:
         stop_hogs(hogs)
         park("")
-    result["schedstat"] = schedstat_delta(s0, s1)
     return print_result(result)
 
 
@@ -680,21 +686,11 @@ def cmd_cookie(args):
         pids = [h.pid for h in cookied]
         result["cookies"] = len({core_cookie(pid) for pid in pids} - {0})
         result["uncookied"] = core_cookie(hogs[0].pid) == 0
-        result["settled"] = until(
-            lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus, tries=1000)
-        s0 = kernel.read_schedstat()
-        samples = on_parked = 0
-        end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
-            samples += len(pids)
-            time.sleep(0.01)        # the sampling interval
-        s1 = kernel.read_schedstat()
-        result["samples"], result["on_parked"] = samples, on_parked
+        (result["settled"], result["samples"], result["on_parked"],
+         result["schedstat"]) = settle_and_sample(pids, parked_cpus, args.seconds)
     finally:
         stop_hogs(hogs)
         park("")
-    result["schedstat"] = schedstat_delta(s0, s1)
     return print_result(result)
 
 
