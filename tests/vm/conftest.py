@@ -66,3 +66,11 @@ def run_json(kernel, preset, cmd, append=None, timeout=900):
     result) and the run."""
     res = boot(kernel, preset, cmd, timeout=timeout, append=append)
     return vm.guest_json(res.output), res
+
+
+def json_results(res, n):
+    """The JSON objects that the probes run in one boot printed, in order;
+    exactly n of them (a probe that printed none fails here)."""
+    got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
+    assert len(got) == n, res.output[-3000:]
+    return got

@@ -12,7 +12,7 @@ import pytest
 
 from schedsteal import vm
 
-from conftest import boot, run_json
+from conftest import boot, json_results, run_json
 
 PARK = "2-7"
 PARKED = range(2, 8)
@@ -113,9 +113,7 @@ def llc2x4_park(test_kernel):
     res = boot(test_kernel, "llc2x4",
                "python3 guest/park_probe.py pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5"
                " && python3 guest/park_probe.py rt && python3 guest/park_probe.py dl")
-    got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
-    assert len(got) == 3, res.output[-3000:]
-    return got
+    return json_results(res, 3)
 
 
 def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(llc2x4_park):
@@ -204,9 +202,7 @@ def smt4_boot_parked(test_kernel):
                " && python3 guest/park_probe.py election --park 2"
                " --start 0 --widen 0,1,3 --feature NO_STEAL",
                append=["sched_parked=2-3"])
-    got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
-    assert len(got) == 4, res.output[-3000:]
-    return res, dict(zip(("cookie", "parkedonly", "blocked", "election"), got))
+    return res, dict(zip(("cookie", "parkedonly", "blocked", "election"), json_results(res, 4)))
 
 
 def test_boot_parameter_parks_cpus(smt4_boot_parked):

@@ -9,9 +9,7 @@ import shlex
 
 import pytest
 
-from schedsteal import vm
-
-from conftest import boot, run_json
+from conftest import boot, json_results, run_json
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
 
@@ -24,9 +22,7 @@ def probes(kernel, preset, *args):
     """Several probe runs in one boot (boots are what CI time goes on):
     their JSON objects, in order."""
     res = boot(kernel, preset, " && ".join(f"python3 guest/sched_probe.py {a}" for a in args))
-    got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
-    assert len(got) == len(args), res.output[-3000:]
-    return got
+    return json_results(res, len(args))
 
 
 @pytest.mark.parametrize("preset,config", [("smt4", "test"), ("llc2x4", "test"),
@@ -84,7 +80,7 @@ def test_pinned_task_is_never_stolen(any_kernel):
            "python3 guest/sched_probe.py pinned --cpu 1 --feature NO_STEAL_BACKOFF && "
            "python3 guest/sched_probe.py pinned --cpu 1 --feature STEAL_BACKOFF")
     res = boot(any_kernel, "smt4", cmd)
-    got, off, on = [obj for _, obj in vm.json_objects(res.output.splitlines())]
+    got, off, on = json_results(res, 3)
     assert got["status"] == 0, got["stderr"]
     hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
     assert len(hogs) == 3

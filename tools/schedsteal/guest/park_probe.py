@@ -53,10 +53,10 @@ host-side tests (tests/vm/test_park.py) assert on.
         counts differ by one at most; then nothing moves.
     park_probe.py blocked --park 3 [--seconds 2]
         smt4: a hog on CPU 3 builds up its utilization, hogs keep CPUs
-        0-2 busy, the hog on CPU 3 ends and CPU 3 is parked. With no
-        unparked CPU idle, nobody ran the NOHZ idle balance, which also
-        decays idle CPUs' blocked load: CPU 3's stayed as it was. It must
-        decay.
+        0-2 busy, the hog on CPU 3 is stopped (its load stays, blocked),
+        first with CPU 3 unparked, then parked. With no unparked CPU idle,
+        no CPU is kicked to run the NOHZ idle balance, which also decays
+        idle CPUs' blocked load: the parked CPU's must decay anyway.
     park_probe.py numa --park 4-7 [--seconds 6]
         numa2 with NUMA balancing on and fast scans: a task fills 64 MiB
         while pinned to node 1, is allowed everywhere, and node 1 is
@@ -419,14 +419,17 @@ def stop_hogs(hogs):
         h.wait()
 
 
-def settle_and_sample(pids, parked_cpus, seconds):
-    """Wait (bounded) until none of the tasks is on a parked CPU (the first
-    push); then, for `seconds`, sample where they run. What happens after
-    the first push is what is measured. Returns settled, the number of
+def settle(pids, parked_cpus):
+    """Wait (bounded) until none of the tasks is on a parked CPU: the first
+    push. What happens after it is what the probes measure."""
+    return until(lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus,
+                 tries=1000)
+
+
+def sample_parked(pids, parked_cpus, seconds):
+    """For `seconds`, sample where the tasks run. Returns the number of
     samples, how many found a task on a parked CPU, and the schedstat
     delta over the sampling."""
-    settled = until(lambda: not {kernel.task_cpu(pid) for pid in pids} & parked_cpus,
-                    tries=1000)
     s0 = kernel.read_schedstat()
     samples = on_parked = 0
     end = time.monotonic() + seconds
@@ -434,7 +437,7 @@ def settle_and_sample(pids, parked_cpus, seconds):
         on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
         samples += len(pids)
         time.sleep(0.01)        # the sampling interval
-    return settled, samples, on_parked, schedstat_delta(s0, kernel.read_schedstat())
+    return samples, on_parked, schedstat_delta(s0, kernel.read_schedstat())
 
 
 def cmd_pingpong(args):
@@ -445,9 +448,10 @@ def cmd_pingpong(args):
     hogs = start_hogs(args.cpus, args.hogs)
     try:
         pids = [h.pid for h in hogs]
+        result["settled"] = settle(pids, parked_cpus)
         u0 = [utime(pid) for pid in pids]
-        (result["settled"], result["samples"], result["on_parked"],
-         result["schedstat"]) = settle_and_sample(pids, parked_cpus, args.seconds)
+        (result["samples"], result["on_parked"],
+         result["schedstat"]) = sample_parked(pids, parked_cpus, args.seconds)
         result["utime"] = [u0, [utime(pid) for pid in pids]]
     finally:
         stop_hogs(hogs)
@@ -634,43 +638,44 @@ def cmd_election(args):
 
 
 PR_SCHED_CORE = 62
-PR_SCHED_CORE_CREATE, PR_SCHED_CORE_SHARE_FROM = 1, 3
+PR_SCHED_CORE_GET, PR_SCHED_CORE_CREATE, PR_SCHED_CORE_SHARE_FROM = 0, 1, 3
 PIDTYPE_PID, PIDTYPE_TGID = 0, 1
+
+
+def prctl_core(cmd, pid, pidtype, arg=0):
+    """prctl(PR_SCHED_CORE, cmd, pid, pidtype, arg); OSError on failure.
+    Every argument goes as a full unsigned long (the kernel refuses a
+    non-zero arg for all but PR_SCHED_CORE_GET, whose arg is a pointer)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if isinstance(arg, int):
+        arg = ctypes.c_ulong(arg)
+    if libc.prctl(PR_SCHED_CORE, ctypes.c_ulong(cmd), ctypes.c_ulong(pid),
+                  ctypes.c_ulong(pidtype), arg) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl(PR_SCHED_CORE, {cmd})")
 
 
 def core_cookie_hogs(cpus, n):
     """n busy loops allowed on `cpus` that share one core-scheduling
     cookie: the first creates it, the others take it from the first
     (prctl in the child before exec; the cookie survives exec)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def prctl(*args):
-        if libc.prctl(PR_SCHED_CORE, *[ctypes.c_ulong(a) for a in args]) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SCHED_CORE)")
-
-    first = subprocess.Popen(["taskset", "-c", cpus, *BUSY_LOOP],
-                             preexec_fn=lambda: prctl(PR_SCHED_CORE_CREATE, 0, PIDTYPE_TGID, 0))
+    first = subprocess.Popen(
+        ["taskset", "-c", cpus, *BUSY_LOOP],
+        preexec_fn=lambda: prctl_core(PR_SCHED_CORE_CREATE, 0, PIDTYPE_TGID))
     hogs = [first]
     for _ in range(n - 1):
         hogs.append(subprocess.Popen(
             ["taskset", "-c", cpus, *BUSY_LOOP],
-            preexec_fn=lambda: prctl(PR_SCHED_CORE_SHARE_FROM, first.pid, PIDTYPE_PID, 0)))
+            preexec_fn=lambda: prctl_core(PR_SCHED_CORE_SHARE_FROM, first.pid, PIDTYPE_PID)))
     want = set(parse_cpulist(cpus))
     until(lambda: all(os.sched_getaffinity(h.pid) == want for h in hogs), tries=1000)
     return hogs
 
 
-PR_SCHED_CORE_GET = 0
-
-
 def core_cookie(pid):
     """The task's core-scheduling cookie as prctl reports it (hashed), 0
     for none."""
-    libc = ctypes.CDLL(None, use_errno=True)
     cookie = ctypes.c_ulong(0)
-    if libc.prctl(PR_SCHED_CORE, ctypes.c_ulong(PR_SCHED_CORE_GET), ctypes.c_ulong(pid),
-                  ctypes.c_ulong(PIDTYPE_PID), ctypes.byref(cookie)) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SCHED_CORE_GET)")
+    prctl_core(PR_SCHED_CORE_GET, pid, PIDTYPE_PID, ctypes.byref(cookie))
     return cookie.value
 
 
@@ -686,8 +691,9 @@ def cmd_cookie(args):
         pids = [h.pid for h in cookied]
         result["cookies"] = len({core_cookie(pid) for pid in pids} - {0})
         result["uncookied"] = core_cookie(hogs[0].pid) == 0
-        (result["settled"], result["samples"], result["on_parked"],
-         result["schedstat"]) = settle_and_sample(pids, parked_cpus, args.seconds)
+        result["settled"] = settle(pids, parked_cpus)
+        (result["samples"], result["on_parked"],
+         result["schedstat"]) = sample_parked(pids, parked_cpus, args.seconds)
     finally:
         stop_hogs(hogs)
         park("")
@@ -849,21 +855,13 @@ def cmd_numa(args):
         os.sched_setaffinity(toucher.pid, set(kernel.online_cpus()))
         err, _ = park(args.park)
         result["park_errno"] = err
-        result["left"] = until(lambda: kernel.task_cpu(toucher.pid) not in parked_cpus,
-                               tries=1000)
-        s0 = kernel.read_schedstat()
+        result["left"] = settle([toucher.pid], parked_cpus)
         q0 = task_sched(toucher.pid, "mm->numa_scan_seq")
-        samples = on_parked = 0
-        end = time.monotonic() + args.seconds
-        while time.monotonic() < end:
-            on_parked += kernel.task_cpu(toucher.pid) in parked_cpus
-            samples += 1
-            time.sleep(0.01)        # the sampling interval
-        s1 = kernel.read_schedstat()
+        (result["samples"], result["on_parked"],
+         result["schedstat"]) = sample_parked([toucher.pid], parked_cpus, args.seconds)
         # NUMA balancing ran: its scans of the task's memory went on.
         result["scans"] = task_sched(toucher.pid, "mm->numa_scan_seq") - q0
         result["preferred_nid"] = task_sched(toucher.pid, "numa_preferred_nid")
-        result["samples"], result["on_parked"] = samples, on_parked
     finally:
         toucher.kill()
         toucher.wait()
@@ -871,7 +869,6 @@ def cmd_numa(args):
         kernel.write(NUMA_SYSCTL, old)
         for k, v in saved.items():
             kernel.write(f"{knobs}/{k}", v)
-    result["schedstat"] = schedstat_delta(s0, s1)
     return print_result(result)
 
 
