@@ -13,12 +13,13 @@ STAGE := scripts/stage.sh
 export CMD
 
 .PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park compare-kernels stock-kernel test test-unit \
-	test-series test-vm fresh-check rebase-check worktree export-patches checkpatch clean-build
+	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
 	@echo "make demo            build, boot $(PRESET) and print an A/B table"
 	@echo "make test            every test: tools, series, kernel builds, boots (what CI runs)"
-	@echo "make kernel [CONFIG=test|debug]   build the series; prints the bzImage path"
+	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
+	@echo "make kernel [CONFIG=test|debug|jumplabel]   build the series; prints the bzImage path"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
@@ -41,6 +42,7 @@ kernel: setup
 kernels: setup
 	@$(STAGE) build-test-kernel scripts/build-kernel.sh test >/dev/null
 	@$(STAGE) build-debug-kernel scripts/build-kernel.sh debug >/dev/null
+	@$(STAGE) build-jumplabel-kernel scripts/build-kernel.sh jumplabel >/dev/null
 
 vm: setup
 	@test -n "$$CMD" || { echo "make vm: CMD='...' is required" >&2; exit 2; }
@@ -76,8 +78,17 @@ test-series:
 
 test-vm: kernels
 	@t=$$(scripts/build-kernel.sh test); d=$$(scripts/build-kernel.sh debug); \
-	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" \
-		$(STAGE) vm-tests $(PY) -m pytest -q tests/vm
+	j=$$(scripts/build-kernel.sh jumplabel); \
+	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" SCHEDSTEAL_KERNEL_JUMPLABEL="$$j" \
+		$(STAGE) vm-tests $(PY) -m pytest -q --durations=0 --durations-min=10 tests/vm
+
+# The parking and stealing tests with the jump-label kernel in place of the
+# test kernel (single-threaded TCG: slower, so not part of `make test`).
+test-jump-label: setup
+	@j=$$($(STAGE) build-jumplabel-kernel scripts/build-kernel.sh jumplabel); \
+	SCHEDSTEAL_KERNEL_TEST="$$j" SCHEDSTEAL_KERNEL_JUMPLABEL="$$j" \
+		$(STAGE) vm-tests-jump-label $(PY) -m pytest -q --durations=0 --durations-min=10 \
+		tests/vm/test_park.py tests/vm/test_steal.py -k "not debug"
 
 fresh-check:
 	@$(STAGE) fresh-check-$(or $(FRESH),setup) scripts/fresh-check.sh $(or $(FRESH),setup)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the series as a bzImage, incrementally and through ccache.
 #
-# usage: build-kernel.sh [test|debug] [TREE]
-# The config is `make tinyconfig` + configs/test.config (+ configs/debug.config).
+# usage: build-kernel.sh [test|debug|jumplabel] [TREE]
+# The config is `make tinyconfig` + configs/test.config (+ configs/debug.config
+# or configs/jumplabel.config).
 # The bzImage path is the only line on stdout; progress goes to stderr.
 . "$(dirname "$0")/lib.sh"
 
@@ -11,7 +12,8 @@ tree=${2:-$KTREE}
 case "$config" in
 test) frags=("$REPO/configs/test.config") ;;
 debug) frags=("$REPO/configs/test.config" "$REPO/configs/debug.config") ;;
-*) die "unknown CONFIG '$config' (expected test or debug)" ;;
+jumplabel) frags=("$REPO/configs/test.config" "$REPO/configs/jumplabel.config") ;;
+*) die "unknown CONFIG '$config' (expected test, debug or jumplabel)" ;;
 esac
 
 if [ "$tree" = "$KTREE" ]; then
@@ -26,7 +28,7 @@ command -v ccache >/dev/null || die "ccache not found (run scripts/setup-host.sh
 
 jobs=$(($(nproc) + 1))
 # Objects in a full build, for the first progress estimate (measured).
-declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420)
+declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420 [jumplabel]=1410)
 kmake() { make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" "$@"; }
 
 # Regenerate .config only when a fragment changed: olddefconfig rewrites

@@ -205,6 +205,51 @@ def test_vng_command_topology():
     assert cmd[-2] == "--exec" and cmd[-1].endswith("/o true")
 
 
+def qemu_opts_of(cmd):
+    # Always joined by "=": vng would parse "-accel ..." as its -a option.
+    return [a.split("=", 1)[1] for a in cmd if a.startswith("--qemu-opts")]
+
+
+def build_tree_kernel(tmp_path, config):
+    boot = tmp_path / "build" / "arch" / "x86" / "boot"
+    boot.mkdir(parents=True)
+    (tmp_path / "build" / ".config").write_text(config)
+    (boot / "bzImage").write_bytes(b"")
+    return str(boot / "bzImage")
+
+
+@pytest.mark.parametrize("config,opts", [
+    ("CONFIG_SMP=y\nCONFIG_JUMP_LABEL=y\n", [vm.SINGLE_THREAD_TCG]),
+    ("CONFIG_SMP=y\n# CONFIG_JUMP_LABEL is not set\n", []),
+])
+def test_jump_label_kernel_from_a_build_tree_gets_single_thread_tcg(tmp_path, config, opts):
+    k = build_tree_kernel(tmp_path, config)
+    assert qemu_opts_of(vm.vng_command(k, vm.PRESETS["smt4"], "/o", "true", vng="vng")) == opts
+
+
+def test_packaged_jump_label_kernel_gets_single_thread_tcg(tmp_path):
+    (tmp_path / "config-6.12.117-sched-steal").write_text("CONFIG_JUMP_LABEL=y\n")
+    (tmp_path / "vmlinuz-6.12.117-sched-steal").write_bytes(b"")
+    cmd = vm.vng_command(str(tmp_path / "vmlinuz-6.12.117-sched-steal"), vm.PRESETS["smp2"],
+                         "/o", "true", vng="vng")
+    assert qemu_opts_of(cmd) == [vm.SINGLE_THREAD_TCG]
+
+
+def test_kernel_without_a_config_beside_it_runs_as_asked(tmp_path):
+    (tmp_path / "bzImage").write_bytes(b"")
+    assert vm.kernel_config(str(tmp_path / "bzImage")) is None
+    cmd = vm.vng_command(str(tmp_path / "bzImage"), vm.PRESETS["smp2"], "/o", "true",
+                         vng="vng", qemu_opts=["-icount shift=0"])
+    assert qemu_opts_of(cmd) == ["-icount shift=0"]
+
+
+def test_an_accelerator_the_caller_chose_is_kept(tmp_path):
+    k = build_tree_kernel(tmp_path, "CONFIG_JUMP_LABEL=y\n")
+    cmd = vm.vng_command(k, vm.PRESETS["smt4"], "/o", "true", vng="vng",
+                         qemu_opts=["-accel tcg,thread=multi"])
+    assert qemu_opts_of(cmd) == ["-accel tcg,thread=multi"]
+
+
 def test_run_rejects_unknown_preset_and_missing_kernel(tmp_path):
     with pytest.raises(vm.VMError, match="unknown preset"):
         vm.run(str(tmp_path / "bzImage"), "nosuch", "true")

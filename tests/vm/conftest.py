@@ -1,7 +1,9 @@
 """Shared fixtures for tests that boot a guest.
 
-The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG
-(set by `make test`), or is built on first use.
+The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG /
+$SCHEDSTEAL_KERNEL_JUMPLABEL (set by `make test`), or is built on first
+use. The jump-label kernel boots under single-threaded TCG (vm.py sees
+CONFIG_JUMP_LABEL in its build directory).
 """
 import os
 import subprocess
@@ -33,6 +35,14 @@ def test_kernel():
 @pytest.fixture(scope="session")
 def debug_kernel():
     return _kernel("debug")
+
+
+@pytest.fixture(scope="session")
+def jumplabel_kernel():
+    k = _kernel("jumplabel")
+    # Its .config says CONFIG_JUMP_LABEL=y, so every boot of it is single-threaded.
+    assert vm.needs_single_thread_tcg(k), f"{k}: not a jump-label kernel"
+    return k
 
 
 @pytest.fixture(params=["test", "debug"])

@@ -46,8 +46,12 @@ def check_evacuation(got):
     return cpus
 
 
-def test_parked_cpus_are_emptied_and_refilled(any_kernel):
-    got, _ = probe(any_kernel, "overcommit8", f"evacuate --park {PARK} --rt")
+# The jump-label kernel: there parking and unparking patch the code that
+# tests sched_park_active.
+@pytest.mark.parametrize("config", ["jumplabel", "debug"])
+def test_parked_cpus_are_emptied_and_refilled(request, config):
+    kernel = request.getfixturevalue(f"{config}_kernel")
+    got, _ = probe(kernel, "overcommit8", f"evacuate --park {PARK} --rt")
     check_evacuation(got)
     st = {int(c): v for c, v in got["schedstat_parked"].items()}
     assert sum(st[c]["park_push"] for c in PARKED) > 0

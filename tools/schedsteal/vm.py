@@ -303,10 +303,44 @@ def find_vng() -> str:
     return found
 
 
+# Kernels with run-time code patching (CONFIG_JUMP_LABEL) boot under
+# single-threaded TCG: QEMU's multi-threaded TCG can run a stale int3 that
+# text_poke_bp() on another vCPU has already removed ("Oops: int3").
+SINGLE_THREAD_TCG = "-accel tcg,thread=single"
+
+
+def kernel_config(kernel: str) -> str | None:
+    """The .config `kernel` was built with, when it sits where a build
+    leaves it: the build directory of .../arch/<arch>/boot/bzImage, or
+    config-VERSION beside a packaged vmlinuz-VERSION. None otherwise."""
+    k = Path(kernel)
+    candidates = []
+    if len(k.parents) >= 4 and k.parent.name == "boot" and k.parents[2].name == "arch":
+        candidates.append(k.parents[3] / ".config")
+    if k.name.startswith("vmlinuz-"):
+        candidates.append(k.with_name("config-" + k.name[len("vmlinuz-"):]))
+    for c in candidates:
+        try:
+            return c.read_text(errors="replace")
+        except OSError:
+            continue
+    return None
+
+
+def needs_single_thread_tcg(kernel: str) -> bool:
+    cfg = kernel_config(kernel)
+    return cfg is not None and re.search(r"^CONFIG_JUMP_LABEL=y$", cfg, re.M) is not None
+
+
 def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
                 append: list[str] | None = None, vng: str | None = None,
                 qemu_opts: list[str] | None = None) -> list[str]:
-    """The virtme-ng command line that boots `kernel` on `preset`."""
+    """The virtme-ng command line that boots `kernel` on `preset`.
+    A jump-label kernel gets single-threaded TCG unless qemu_opts choose
+    an accelerator themselves."""
+    qemu_opts = list(qemu_opts or [])
+    if needs_single_thread_tcg(kernel) and not any("accel" in o for o in qemu_opts):
+        qemu_opts.insert(0, SINGLE_THREAD_TCG)
     init = f"{shlex.quote(str(GUEST_INIT))} {shlex.quote(outdir)} {shlex.quote(guest_cmd)}"
     cmd = [vng or find_vng(), "--run", kernel, "--disable-kvm",
            "--disable-microvm", "--force-9p", "--cpus", preset.smp(),
@@ -323,8 +357,8 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            "--append", f"trace_event={','.join(TRACE_EVENTS)}"]
     for a in append or []:
         cmd += ["--append", a]
-    for o in qemu_opts or []:
-        cmd += ["--qemu-opts", o]
+    # "=": vng would take "-accel ..." for its own -a (--append) and stop.
+    cmd += [f"--qemu-opts={o}" for o in qemu_opts]
     return cmd + ["--exec", init]
 
 
