@@ -20,7 +20,7 @@ help:
 	@echo "make test            every test: tools, series, kernel builds, boots (what CI runs)"
 	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
 	@echo "make kernel [CONFIG=test|debug|jumplabel]   build the series; prints the bzImage path"
-	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug]   run CMD in a guest"
+	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
@@ -38,7 +38,7 @@ setup:
 kernel: setup
 	@scripts/build-kernel.sh $(CONFIG)
 
-# Both kernels the tests boot, each its own timed stage.
+# The three kernels the tests boot, each its own timed stage.
 kernels: setup
 	@$(STAGE) build-test-kernel scripts/build-kernel.sh test >/dev/null
 	@$(STAGE) build-debug-kernel scripts/build-kernel.sh debug >/dev/null

@@ -19,7 +19,7 @@ series=$("$REPO/scripts/build-kernel.sh" test)
 out=${OUT:-$REPO/out/kernelab-$preset}
 rm -rf "$out"
 qemu=()
-[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts "$QEMU_OPTS")
+[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts="$QEMU_OPTS")
 [ "${SCHEDSTATS:-0}" = 1 ] || qemu+=(--no-schedstat)
 "$VENV/bin/kernelab" run --a-kernel "$stock" --a-name stock \
 	--b-kernel "$series" --b-name series-off --b-setting "${B_SETTING:-feat:NO_STEAL}" \

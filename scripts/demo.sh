@@ -44,7 +44,7 @@ GUEST
 )
 log "booting $preset: $workload $groups x $runs runs per setting"
 qemu=()
-[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts "$QEMU_OPTS")
+[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts="$QEMU_OPTS")
 "$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" "${qemu[@]}" \
 	--keep "$out" --timeout "${TIMEOUT:-3000}" -- "$guest" >"$out/guest.log" 2>&1 || {
 	tail -n 40 "$out/guest.log" >&2

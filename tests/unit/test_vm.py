@@ -100,6 +100,8 @@ def test_every_fixture_is_tested():
     "[   44.118330] INFO: lockdep is turned off.",
     # A bare WARNING is not the shape of a kernel warning.
     "[    9.000000] WARNING: planted by the test",
+    "[    1.2] ok 1 sched_sparsemask",
+    "[    1.2]     ok 2 sparsemask_test_empty # SKIP not on this config",
     # Written to /dev/kmsg by a program: dmesg -x and -r say so.
     "user  :warn  : [   14.203412] WARNING: CPU: 2 PID: 311 at x+0x1/0x2",
     "<12>[   14.203412] BUG: scheduling while atomic: x/1/0x00000002",
@@ -131,6 +133,8 @@ def test_userspace_lines_are_not_splats(line):
     ("[ 3.1] CPU1: Watchdog detected hard LOCKUP on cpu 2", "lockup"),
     ("[ 3.1] list_add double add: new=ffff8880, prev=ffff8880, next=ffff8880.", "list corruption"),
     ("[ 3.1] BUG: KASAN: invalid-access", "KASAN"),
+    ("[ 1.2] not ok 1 sched_sparsemask", "KUnit"),
+    ("[ 1.2]     not ok 3 sparsemask_test_next_wraps", "KUnit"),
 ])
 def test_planted_splat_is_found(line, kind):
     splats = vm.scan_dmesg(CLEAN_BOOT + line + "\n")
@@ -243,11 +247,29 @@ def test_kernel_without_a_config_beside_it_runs_as_asked(tmp_path):
     assert qemu_opts_of(cmd) == ["-icount shift=0"]
 
 
-def test_an_accelerator_the_caller_chose_is_kept(tmp_path):
+def test_an_accelerator_the_caller_chose_is_kept_with_a_warning(tmp_path, capsys):
     k = build_tree_kernel(tmp_path, "CONFIG_JUMP_LABEL=y\n")
     cmd = vm.vng_command(k, vm.PRESETS["smt4"], "/o", "true", vng="vng",
                          qemu_opts=["-accel tcg,thread=multi"])
     assert qemu_opts_of(cmd) == ["-accel tcg,thread=multi"]
+    assert "has jump labels" in capsys.readouterr().err
+    vm.vng_command(k, vm.PRESETS["smt4"], "/o", "true", vng="vng",
+                   qemu_opts=["-accel tcg,thread=single -icount shift=0"])
+    assert capsys.readouterr().err == ""
+
+
+def test_a_link_to_a_packaged_kernel_finds_its_config(tmp_path):
+    (tmp_path / "config-6.12.117-1").write_text("CONFIG_JUMP_LABEL=y\n")
+    (tmp_path / "vmlinuz-6.12.117-1").write_bytes(b"")
+    (tmp_path / "vmlinuz").symlink_to("vmlinuz-6.12.117-1")
+    assert vm.needs_single_thread_tcg(str(tmp_path / "vmlinuz"))
+
+
+def test_qemu_options_reach_the_shell_quoted(tmp_path):
+    (tmp_path / "bzImage").write_bytes(b"")
+    cmd = vm.vng_command(str(tmp_path / "bzImage"), vm.PRESETS["smp2"], "/o", "true",
+                         vng="vng", qemu_opts=["-name 'a b'"])
+    assert qemu_opts_of(cmd) == ["-name 'a b'"]
 
 
 def test_run_rejects_unknown_preset_and_missing_kernel(tmp_path):

@@ -1,6 +1,6 @@
 """Idle task stealing: it happens with STEAL and not with NO_STEAL, never
 crosses an LLC, never takes a pinned task, and survives hotplug, feature
-toggling and CFS bandwidth throttling on the debug kernel.
+toggling and CFS bandwidth throttling (on the debug kernel: test_stress.py).
 
 Each test boots a guest and runs guest/sched_probe.py, which prints the
 schedstat deltas and, with --trace, every migration with its kernel stack
@@ -101,8 +101,7 @@ def test_node_limit_disables_stealing(test_kernel):
     assert got["total"]["steal_attempt"] == 0
 
 
-# The debug kernel runs throttled hackbench with STEAL switching in
-# test_stress.py's boot.
+# On the debug kernel: test_stress.py's boot.
 def test_throttled_cgroup_with_stealing(test_kernel):
     got, _ = probe(test_kernel, "smt4",
                    f"run --feature STEAL --trace --cgroup-max '20000 100000' -- {HACKBENCH}")

@@ -22,18 +22,32 @@ def debug_locks(output):
     return int(m[1])
 
 
+# Small: throttled to 20% of a CPU, the debug kernel needed about ten
+# minutes for test_steal.py's hackbench -g 4 -l 200.
+THROTTLED_STEAL = ("python3 guest/sched_probe.py run --feature STEAL "
+                   "--cgroup-max '20000 100000' -- hackbench -P -g 2 -l 50")
+
+
 @pytest.fixture(scope="module")
 def stress_boot(debug_kernel):
-    """One debug boot: the sparsemask KUnit suite, then the stress run with
-    the park storm (which also unplugs, toggles STEAL and throttles), then
-    lockdep's state. The stress run without parking is a subset of it."""
+    """One debug boot: the sparsemask KUnit suite, the stress run with the
+    park storm (which also unplugs, toggles STEAL and throttles), stealing
+    in a throttled cgroup, then lockdep's state. The stress run without
+    parking is a subset of it."""
     return boot(debug_kernel, "smt4",
-                f"python3 guest/sched_probe.py kunit && guest/stress.sh 3 park && {LOCKDEP_ON}",
-                timeout=900)
+                f"python3 guest/sched_probe.py kunit && guest/stress.sh 3 park && "
+                f"{THROTTLED_STEAL} && {LOCKDEP_ON}", timeout=900)
+
+
+def test_debug_kernel_steals_in_a_throttled_cgroup(stress_boot):
+    got = json_results(stress_boot, 2)[1]
+    assert got["status"] == 0
+    assert got["cgroup"]["nr_throttled"] > 0, got["cgroup"]
+    assert got["total"]["steal"] > 0
 
 
 def test_debug_kernel_kunit_and_lockdep(stress_boot):
-    [got] = json_results(stress_boot, 1)
+    got = json_results(stress_boot, 2)[0]
     assert got["suites"].get("sched_sparsemask") is True, got
     assert all(got["cases"].values()), got["cases"]
     assert debug_locks(stress_boot.output) == 1

@@ -4,7 +4,8 @@ The guest is started with virtme-ng under QEMU TCG (KVM does not work on
 the build machines), over a read-only view of the host's root filesystem.
 After every run the guest's kernel log is scanned for the kernel's own
 reports (WARNING: CPU: ..., BUG:, Oops, panic, lockdep, RCU stall, hung
-task, lockup, UBSAN, KASAN, list corruption): one fails the run even when
+task, lockup, UBSAN, KASAN, list corruption, a failed KUnit test): one
+fails the run even when
 the command itself succeeded. Lines that programs write to the kernel log
 ("virtme-ng-init: WARNING: ...") are not kernel reports.
 
@@ -179,6 +180,9 @@ SPLAT_PATTERNS = [(re.compile(rx), kind) for rx, kind in [
     (r"INFO: task .+:\d+ blocked for more than \d+ seconds", "hung task"),
     (r"UBSAN: ", "UBSAN"),
     (r"list_(?:add|del) corruption|list_add double add", "list corruption"),
+    # KTAP from the built-in KUnit suites, run at every boot (a skipped
+    # test is "ok N name # SKIP").
+    (r"not ok \d+ \S", "KUnit"),
 ]]
 CUT_HERE = re.compile(r"-+\[ cut here \]-+\s*$")
 # A "cut here" announces a report a few lines on (WARN() prints its own
@@ -313,7 +317,7 @@ def kernel_config(kernel: str) -> str | None:
     """The .config `kernel` was built with, when it sits where a build
     leaves it: the build directory of .../arch/<arch>/boot/bzImage, or
     config-VERSION beside a packaged vmlinuz-VERSION. None otherwise."""
-    k = Path(kernel)
+    k = Path(kernel).resolve()  # /boot/vmlinuz is often a link to vmlinuz-VERSION
     candidates = []
     if len(k.parents) >= 4 and k.parent.name == "boot" and k.parents[2].name == "arch":
         candidates.append(k.parents[3] / ".config")
@@ -336,11 +340,16 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
                 append: list[str] | None = None, vng: str | None = None,
                 qemu_opts: list[str] | None = None) -> list[str]:
     """The virtme-ng command line that boots `kernel` on `preset`.
-    A jump-label kernel gets single-threaded TCG unless qemu_opts choose
-    an accelerator themselves."""
+    A jump-label kernel gets single-threaded TCG; if qemu_opts choose an
+    accelerator themselves, they are kept, with a warning on stderr unless
+    they ask for thread=single or -icount (which implies it)."""
     qemu_opts = list(qemu_opts or [])
-    if needs_single_thread_tcg(kernel) and not any("accel" in o for o in qemu_opts):
-        qemu_opts.insert(0, SINGLE_THREAD_TCG)
+    if needs_single_thread_tcg(kernel):
+        if not any("accel" in o for o in qemu_opts):
+            qemu_opts.insert(0, SINGLE_THREAD_TCG)
+        elif not any("thread=single" in o or "-icount" in o for o in qemu_opts):
+            print(f"vm: warning: {kernel} has jump labels; without thread=single "
+                  "the guest may die with \"Oops: int3\"", file=sys.stderr)
     init = f"{shlex.quote(str(GUEST_INIT))} {shlex.quote(outdir)} {shlex.quote(guest_cmd)}"
     cmd = [vng or find_vng(), "--run", kernel, "--disable-kvm",
            "--disable-microvm", "--force-9p", "--cpus", preset.smp(),
@@ -358,7 +367,8 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
     for a in append or []:
         cmd += ["--append", a]
     # "=": vng would take "-accel ..." for its own -a (--append) and stop.
-    cmd += [f"--qemu-opts={o}" for o in qemu_opts]
+    # vng hands the words to a shell: quote each one.
+    cmd += [f"--qemu-opts={shlex.join(shlex.split(o))}" for o in qemu_opts]
     return cmd + ["--exec", init]
 
 

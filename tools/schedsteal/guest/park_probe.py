@@ -426,16 +426,22 @@ def settle(pids, parked_cpus):
                  tries=1000)
 
 
+MIN_SAMPLE_ROUNDS = 100
+
+
 def sample_parked(pids, parked_cpus, seconds):
-    """For `seconds`, sample where the tasks run. Returns the number of
-    samples, how many found a task on a parked CPU, and the schedstat
-    delta over the sampling."""
+    """For `seconds`, and for at least MIN_SAMPLE_ROUNDS rounds (a loaded
+    guest fits fewer 10 ms rounds in the time), sample where the tasks run.
+    Returns the number of samples (a round samples every task), how many
+    found a task on a parked CPU, and the schedstat delta over the
+    sampling."""
     s0 = kernel.read_schedstat()
-    samples = on_parked = 0
+    samples = on_parked = rounds = 0
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end or rounds < MIN_SAMPLE_ROUNDS:
         on_parked += sum(kernel.task_cpu(pid) in parked_cpus for pid in pids)
         samples += len(pids)
+        rounds += 1
         time.sleep(0.01)        # the sampling interval
     return samples, on_parked, schedstat_delta(s0, kernel.read_schedstat())
 
