@@ -468,22 +468,29 @@ def cmd_pingpong(args):
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
 
+# The RT hogs say when their loop runs: until then the shell may still be
+# loading from the host's file system, sleeping, and an RT task that wakes
+# while its CPU runs a pinned RT task (a stopper) may be placed elsewhere.
+RT_BUSY_LOOP = ["sh", "-c", "echo running; while :; do :; done"]
+
+
 def rt_hog(cpus, prio):
     """A SCHED_FIFO busy loop (chrt, then taskset, exec it); returned once
-    its policy and affinity are in place. The policy comes first: pinned
-    first, a CFS task could never run on a CPU an RT hog holds, not even
-    to become RT."""
-    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus, *BUSY_LOOP])
+    its loop runs, with its policy and affinity in place. The policy comes
+    first: pinned first, a CFS task could never run on a CPU an RT hog
+    holds, not even to become RT."""
+    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus, *RT_BUSY_LOOP],
+                           stdout=subprocess.PIPE, text=True)
+    # Bounded by the boot's timeout; the loop makes no system call after it.
+    line = hog.stdout.readline()
+    hog.stdout.close()
+    if line != "running\n":
+        raise RuntimeError(f"RT hog on {cpus} did not start: {line!r}")
     want = set(parse_cpulist(cpus))
-
-    def ready():
-        try:
-            return (os.sched_getscheduler(hog.pid) == os.SCHED_FIFO
-                    and os.sched_getparam(hog.pid).sched_priority == prio
-                    and os.sched_getaffinity(hog.pid) == want)
-        except OSError:
-            return False
-    until(ready, tries=1000)
+    if not (os.sched_getscheduler(hog.pid) == os.SCHED_FIFO
+            and os.sched_getparam(hog.pid).sched_priority == prio
+            and os.sched_getaffinity(hog.pid) == want):
+        raise RuntimeError(f"RT hog {hog.pid} has not got FIFO {prio} on {cpus}")
     return hog
 
 
