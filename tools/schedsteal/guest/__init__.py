@@ -4,11 +4,12 @@ It runs as root inside the test guest under the guest's own python3, so
 it uses the standard library only (Python 3.11). ``kernel`` reads and
 writes the kernel's files; ``settings`` applies A/B settings; ``runner``
 and ``workloads`` run benchmarks; ``trace`` drives tracefs; the probes
-(``steal_probe``, ``park_probe``, ``topology``) print one JSON object for
+(``steal_probe``, ``park_probe``, ``placement_probe``, ``topology``) print one JSON object for
 the host. From the host half it imports pure parsing only (``cpulist``,
 ``schedstat``).
 """
 import json
+import subprocess
 import sys
 import time
 
@@ -29,3 +30,23 @@ def until(cond, tries: int = 2000) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+# A busy loop that says when it runs. Until then the shell may still be
+# loading from the host's file system, sleeping, and each wakeup is a
+# placement decision of its own; after it, the loop makes no system call.
+RUNNING_LOOP = ["sh", "-c", "echo running; while :; do :; done"]
+
+
+def start_running(prefix: list[str]) -> subprocess.Popen:
+    """Start `prefix` + RUNNING_LOOP (taskset, chrt: they exec the loop)
+    and return once the loop runs. The read is bounded by the boot's
+    timeout."""
+    proc = subprocess.Popen([*prefix, *RUNNING_LOOP], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    if line != "running\n":
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{' '.join(prefix)}: the busy loop did not start ({line!r})")
+    return proc

@@ -150,6 +150,12 @@ def task_cpu(pid: int) -> int:
     return int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
 
 
+def task_state(pid: int) -> str:
+    """The task's state letter (R, S, D, ...) from /proc/PID/stat."""
+    stat = read(f"/proc/{pid}/stat")
+    return stat[stat.rindex(")") + 2]
+
+
 def cpu_groups(pattern: str) -> list[tuple[int, ...]]:
     """Distinct CPU sets in the cpulist files matching pattern, sorted."""
     return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})

@@ -78,7 +78,7 @@ import time
 
 from .. import schedstat
 from ..cpulist import format_cpulist, parse_cpulist
-from . import kernel, print_result, trace, until
+from . import kernel, print_result, start_running, trace, until
 
 EVENTS = ("sched/sched_switch", "timer/hrtimer_expire_entry")
 # Tasks of the workloads this probe starts (comm prefixes).
@@ -468,24 +468,13 @@ def cmd_pingpong(args):
 RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
 
-# The RT hogs say when their loop runs: until then the shell may still be
-# loading from the host's file system, sleeping, and an RT task that wakes
-# while its CPU runs a pinned RT task (a stopper) may be placed elsewhere.
-RT_BUSY_LOOP = ["sh", "-c", "echo running; while :; do :; done"]
-
-
 def rt_hog(cpus, prio):
     """A SCHED_FIFO busy loop (chrt, then taskset, exec it); returned once
-    its loop runs, with its policy and affinity in place. The policy comes
-    first: pinned first, a CFS task could never run on a CPU an RT hog
-    holds, not even to become RT."""
-    hog = subprocess.Popen(["chrt", "-f", str(prio), "taskset", "-c", cpus, *RT_BUSY_LOOP],
-                           stdout=subprocess.PIPE, text=True)
-    # Bounded by the boot's timeout; the loop makes no system call after it.
-    line = hog.stdout.readline()
-    hog.stdout.close()
-    if line != "running\n":
-        raise RuntimeError(f"RT hog on {cpus} did not start: {line!r}")
+    its loop runs (a wakeup before that is a placement of its own), with
+    its policy and affinity in place. The policy comes first: pinned
+    first, a CFS task could never run on a CPU an RT hog holds, not even
+    to become RT."""
+    hog = start_running(["chrt", "-f", str(prio), "taskset", "-c", cpus])
     want = set(parse_cpulist(cpus))
     if not (os.sched_getscheduler(hog.pid) == os.SCHED_FIFO
             and os.sched_getparam(hog.pid).sched_priority == prio
@@ -553,11 +542,6 @@ DL_SLEEPER = ["python3", "-c", "import sys, time\nprint('up', flush=True)\n"
               "sys.stdin.read(1)\nwhile True: time.sleep(0.003)"]
 
 
-def task_state(pid):
-    stat = kernel.read(f"/proc/{pid}/stat")
-    return stat[stat.rindex(")") + 2]
-
-
 def dl_task(cpu, cmd, gated=False):
     """`cmd` started on `cpu`, then made SCHED_DEADLINE there. A deadline
     task must be allowed on its whole root domain, so it is started
@@ -570,7 +554,7 @@ def dl_task(cpu, cmd, gated=False):
     until(lambda: os.sched_getaffinity(proc.pid) == {cpu}, tries=1000)
     if gated:
         assert proc.stdout.readline().strip() == "up"
-        until(lambda: task_state(proc.pid) == "S", tries=1000)
+        until(lambda: kernel.task_state(proc.pid) == "S", tries=1000)
     os.sched_setaffinity(proc.pid, set(range(os.cpu_count())))
     subprocess.run(["chrt", "-d", *DL_PARAMS, "-p", "0", str(proc.pid)], check=True)
     return proc
@@ -806,7 +790,7 @@ def blocked_decay(cpu, others, parked, seconds):
         # Stopped, the hog sleeps: its utilization stays on the CPU as
         # blocked load (a task that exits takes its own away).
         os.kill(hog[0].pid, signal.SIGSTOP)
-        result["stopped"] = until(lambda: task_state(hog[0].pid) == "T", tries=500)
+        result["stopped"] = until(lambda: kernel.task_state(hog[0].pid) == "T", tries=500)
         if parked:
             result["park_errno"], _ = park(str(cpu))
         t0 = time.monotonic()

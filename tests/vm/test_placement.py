@@ -1,0 +1,83 @@
+"""The two merged changes the series builds on (seeds 001 and 003), shown
+working on the patched 6.12 kernel: select_idle_sibling()'s
+recent_used_cpu and the small NUMA imbalance allowance. One boot each."""
+import pytest
+
+from conftest import boot, json_results
+
+
+@pytest.fixture(scope="module")
+def smt4_recent_used(test_kernel):
+    """smt4 (cores 0-1 and 2-3): the recent_used_cpu probe, then the same
+    with the recent CPU parked."""
+    res = boot(test_kernel, "smt4",
+               "python3 guest/placement_probe.py recent-used --rounds 5"
+               " && python3 guest/placement_probe.py recent-used --rounds 5 --park")
+    return json_results(res, 2)
+
+
+def setup_held(r, prev):
+    """The round built the state it needs: the task slept on the recent
+    CPU, then woke on prev (a busy recent CPU, the waker's not allowed)."""
+    return r["asleep_on_recent"] and r["first_cpu"] == prev and r["asleep_on_prev"]
+
+
+def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_recent_used):
+    """A sleeping task whose previous CPU (2) is busy and whose CPU before
+    that (1) is idle, woken from CPU 0: select_idle_sibling() returns the
+    recently used CPU, counted as recent_used_hit.
+
+    At least 4 of 5 rounds: a kworker that happens to run on CPU 1 at the
+    wakeup makes it busy, and the task then rightly goes elsewhere. A
+    kernel without the shortcut puts it on the idle core (CPU 3) every time."""
+    got = smt4_recent_used[0]
+    rounds = got["rounds"]
+    assert len(rounds) == 5
+    for r in rounds:
+        assert setup_held(r, got["prev"]), r
+    hits = [r for r in rounds if r["cpu"] == got["recent"]]
+    assert len(hits) >= 4, rounds
+    for r in hits:
+        assert r["recent_used_hit"] >= 1, r
+
+
+def test_parked_recent_used_cpu_is_not_taken(smt4_recent_used):
+    """The same state with CPU 1 parked before the wakeup: the shortcut
+    must not return it (a miss), nor may any later search."""
+    got = smt4_recent_used[1]
+    for r in got["rounds"]:
+        assert setup_held(r, got["prev"]), r
+        assert r["park_errno"] == 0
+        assert r["cpu"] != got["recent"], r
+        assert r["recent_used_miss"] >= 1, r
+
+
+@pytest.fixture(scope="module")
+def numa2_allowance(test_kernel):
+    """numa2 (nodes 0-3 and 4-7, one LLC each: imb_numa_nr is 2): a
+    ping-pong pair, two busy loops, then four, each started on node 0 and
+    then allowed everywhere, sampled for 3 s."""
+    res = boot(test_kernel, "numa2",
+               "for t in pair 2 4; do python3 guest/placement_probe.py numa --tasks $t || exit 1; done")
+    return dict(zip(("pair", "2", "4"), json_results(res, 3)))
+
+
+@pytest.mark.parametrize("tasks", ["pair", "2"])
+def test_numa_allowance_keeps_two_tasks_on_their_node(numa2_allowance, tasks):
+    """Two running tasks on a node whose other node is idle: the imbalance
+    (idle CPUs 4 against 2) is within the allowance, so neither the load
+    balancer nor a wakeup takes either of them to node 1."""
+    got = numa2_allowance[tasks]
+    assert got["started_home"]
+    assert got["samples"] == 2 * 300
+    assert got["on_other"] == 0, got
+
+
+def test_numa_allowance_spreads_more_tasks(numa2_allowance):
+    """Four busy loops: more running tasks than imb_numa_nr, so the load
+    balancer evens out idle CPUs across the nodes (it moved two of them,
+    each time this was run by hand)."""
+    got = numa2_allowance["4"]
+    assert got["started_home"]
+    assert got["most_on_other"] >= 1, got
+    assert sum(cpu in got["other"] for cpu in got["final_cpus"]) >= 1, got
