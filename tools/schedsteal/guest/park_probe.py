@@ -63,6 +63,14 @@ host-side tests (tests/vm/test_park.py) assert on.
         parked. NUMA balancing wants it back near its memory; it must not
         put it on a parked CPU. Samples its CPU; counts node 1's
         evacuations and NUMA balancing's scans of its memory (to show it ran).
+    park_probe.py notify --cpu 3 [--park 3] [--rounds 200]
+        WF_CURRENT_CPU: a thread pinned to --cpu makes system calls that
+        a seccomp filter turns into user notifications, with
+        SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP set, so each one wakes the
+        supervisor (this process's main thread, polling the listener) on
+        the notifier's CPU if the supervisor may run there. Report the
+        CPU the supervisor ran on after each wakeup, with --park parked
+        (and without: the control, where it should follow the notifier).
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -72,8 +80,10 @@ import ctypes
 import os
 import random
 import re
+import select
 import signal
 import subprocess
+import threading
 import time
 
 from .. import schedstat
@@ -886,6 +896,113 @@ def cmd_hotplug(args):
         hog.wait()
     return print_result(result)
 
+# seccomp user notification, x86_64 (linux/seccomp.h, linux/filter.h).
+NR_SECCOMP = 317
+NR_GETPPID = 110                    # the call the filter hands to the supervisor
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+SECCOMP_RET_USER_NOTIF = 0x7fc00000
+SECCOMP_RET_ALLOW = 0x7fff0000
+PR_SET_NO_NEW_PRIVS = 38
+NOTIF_SIZE, RESP_SIZE = 80, 24      # struct seccomp_notif, seccomp_notif_resp
+
+
+def _ioc(direction, nr, size):
+    return (direction << 30) | (size << 16) | (ord("!") << 8) | nr
+
+
+NOTIF_RECV = _ioc(3, 0, NOTIF_SIZE)
+NOTIF_SEND = _ioc(3, 1, RESP_SIZE)
+NOTIF_SET_FLAGS = _ioc(1, 4, 8)
+SYNC_WAKE_UP = 1                    # SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+NOTIFY_REPLY = 4242                 # what the trapped getppid() returns
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def install_listener(libc):
+    """A filter on the calling thread that sends getppid() to a listener;
+    the listener's fd."""
+    prog = (SockFilter * 4)(
+        SockFilter(0x20, 0, 0, 0),                      # A = seccomp_data.nr
+        SockFilter(0x15, 0, 1, NR_GETPPID),             # A == getppid?
+        SockFilter(0x06, 0, 0, SECCOMP_RET_USER_NOTIF),
+        SockFilter(0x06, 0, 0, SECCOMP_RET_ALLOW))
+    fprog = SockFprog(len(prog), prog)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+    fd = libc.syscall(NR_SECCOMP, SECCOMP_SET_MODE_FILTER,
+                      SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(fprog))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
+    return fd
+
+
+def cmd_notify(args):
+    kernel.enable_schedstats()
+    libc = ctypes.CDLL(None, use_errno=True)
+    cpu = args.cpu
+    result = {"cpu": cpu, "parked": args.park}
+    box, installed, go = {}, threading.Event(), threading.Event()
+
+    def notifier():
+        try:
+            os.sched_setaffinity(0, {cpu})      # this thread only
+            box["fd"] = install_listener(libc)
+        except OSError as e:
+            box["error"] = str(e)
+        installed.set()
+        if "fd" in box:
+            go.wait()
+            box["replies"] = [libc.syscall(NR_GETPPID) for _ in range(args.rounds)]
+
+    t = threading.Thread(target=notifier)
+    t.start()
+    installed.wait()
+    if "error" in box:
+        t.join()
+        raise RuntimeError(box["error"])
+    fd = box["fd"]
+    result["sync_flag_errno"] = 0
+    if libc.ioctl(fd, NOTIF_SET_FLAGS, ctypes.c_ulong(SYNC_WAKE_UP)) != 0:
+        result["sync_flag_errno"] = ctypes.get_errno()
+    s0 = kernel.read_schedstat()
+    result["park_errno"] = park(args.park)[0] if args.park else 0
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    cpus = []
+    try:
+        go.set()
+        for _ in range(args.rounds):
+            poller.poll()
+            cpus.append(libc.sched_getcpu())
+            notif = ctypes.create_string_buffer(NOTIF_SIZE)
+            if libc.ioctl(fd, NOTIF_RECV, notif) != 0:
+                raise OSError(ctypes.get_errno(), "SECCOMP_IOCTL_NOTIF_RECV")
+            resp = ctypes.create_string_buffer(RESP_SIZE)
+            resp[0:8] = notif[0:8]                      # the id
+            resp[8:16] = NOTIFY_REPLY.to_bytes(8, "little")
+            if libc.ioctl(fd, NOTIF_SEND, resp) != 0:
+                raise OSError(ctypes.get_errno(), "SECCOMP_IOCTL_NOTIF_SEND")
+        t.join()
+    finally:
+        if args.park:
+            park("")
+        os.close(fd)
+    result["schedstat"] = schedstat_delta(s0, kernel.read_schedstat())[cpu]
+    result["replies_ok"] = box.get("replies") == [NOTIFY_REPLY] * args.rounds
+    result["rounds"] = len(cpus)
+    result["on_notifier_cpu"] = cpus.count(cpu)
+    result["cpus_seen"] = sorted(set(cpus))
+    return print_result(result)
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="park_probe.py", description=__doc__.split("\n\n")[0])
@@ -925,6 +1042,10 @@ def main(argv=None):
     po.add_argument("--park", default="2-3")
     po.add_argument("--hogs", type=int, default=3)
     po.add_argument("--seconds", type=float, default=2)
+    nt = sub.add_parser("notify")
+    nt.add_argument("--cpu", type=int, default=3)
+    nt.add_argument("--park", default="", help="the CPUs to park (none: the control)")
+    nt.add_argument("--rounds", type=int, default=200)
     bl = sub.add_parser("blocked")
     bl.add_argument("--park", default="3")
     bl.add_argument("--seconds", type=float, default=2)
@@ -940,4 +1061,4 @@ def main(argv=None):
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
-            "numa": cmd_numa}[args.action](args)
+            "notify": cmd_notify, "numa": cmd_numa}[args.action](args)
