@@ -176,3 +176,36 @@ def test_merge_refuses_boots_that_ran_different_workloads():
     kernels = {s: {"path": "k", "setting": "none"} for s in "AB"}
     with pytest.raises(kernelab.KernelabError, match="boot 2 ran another params"):
         kernelab.merge(boots, {"A": "a", "B": "b"}, kernels, 1, True)
+
+
+def jump_label_tree(tmp_path, name, jump_label):
+    """A bzImage where a build leaves it, beside its .config."""
+    boot = tmp_path / name / "arch" / "x86" / "boot"
+    boot.mkdir(parents=True)
+    (tmp_path / name / ".config").write_text(
+        "CONFIG_JUMP_LABEL=y\n" if jump_label else "# CONFIG_JUMP_LABEL is not set\n")
+    (boot / "bzImage").write_bytes(b"k")
+    return str(boot / "bzImage")
+
+
+@pytest.mark.parametrize("qemu_opts, refused", [
+    (None, True),
+    ("-accel tcg,thread=single", False),
+    ("-icount shift=auto,sleep=off", False),
+])
+def test_jump_label_kernel_against_one_without_is_refused(tmp_path, qemu_opts, refused):
+    args = make_args(tmp_path, a_kernel=jump_label_tree(tmp_path, "a", False),
+                     b_kernel=jump_label_tree(tmp_path, "b", True), qemu_opts=qemu_opts)
+    stub = StubBoot()
+    if refused:
+        with pytest.raises(kernelab.KernelabError, match="--b-kernel has jump labels"):
+            kernelab.cmd_run(args, boot=stub)
+        assert stub.calls == [] and not os.path.exists(args.out)
+    else:
+        kernelab.check_run_args(args)
+
+
+def test_two_jump_label_kernels_are_compared(tmp_path):
+    args = make_args(tmp_path, a_kernel=jump_label_tree(tmp_path, "a", True),
+                     b_kernel=jump_label_tree(tmp_path, "b", True))
+    kernelab.check_run_args(args)

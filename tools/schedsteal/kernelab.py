@@ -195,6 +195,23 @@ def format_report(rep: dict) -> str:
 
 # --- run ---------------------------------------------------------------------
 
+def check_same_tcg_mode(args: argparse.Namespace) -> None:
+    """A jump-label kernel boots under single-threaded TCG (vm.py), the
+    others multi-threaded: one vCPU at a time against all at once, which
+    would be most of any difference measured. Both kernels must boot the
+    same way: refuse, unless --qemu-opts choose the accelerator for both."""
+    single = {s: vm.needs_single_thread_tcg(getattr(args, f"{s.lower()}_kernel"))
+              for s in SIDES}
+    opts = args.qemu_opts or ""
+    if single["A"] == single["B"] or "-accel" in opts or "-icount" in opts:
+        return
+    jl, other = ("A", "B") if single["A"] else ("B", "A")
+    raise KernelabError(
+        f"--{jl.lower()}-kernel has jump labels and boots under single-threaded TCG, "
+        f"--{other.lower()}-kernel does not: their times would not be comparable. "
+        f"Boot both one way with --qemu-opts='{vm.SINGLE_THREAD_TCG}'")
+
+
 def check_run_args(args: argparse.Namespace) -> None:
     """Everything checked before the first boot."""
     for side in SIDES:
@@ -203,6 +220,7 @@ def check_run_args(args: argparse.Namespace) -> None:
             raise KernelabError(f"--{side.lower()}-kernel: no kernel image at {path}")
     if args.a_name == args.b_name:
         raise KernelabError("--a-name and --b-name must differ")
+    check_same_tcg_mode(args)
     for flag, value, low in (("--boots", args.boots, 1), ("--runs", args.runs, 1),
                              ("--warmup", args.warmup, 0)):
         if value < low:
