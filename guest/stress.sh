@@ -6,7 +6,9 @@
 #   - hackbench runs back to back, in the root cgroup and in a cgroup
 #     throttled by cpu.max to 20% of one CPU;
 #   - every CPU but 0 is hot-unplugged and replugged, ROUNDS times, and
-#     the STEAL sched_feature is toggled at each step;
+#     the STEAL and SIS_SPARSE sched_features are toggled at each step
+#     (SIS_SPARSE on while a CPU is offline: the idle set is rebuilt with
+#     the domains while wakeups read it, and seeded at each switch-on);
 #   - with "park", the parked set is rewritten in a loop, cycling through
 #     sets of CPUs other than 0 (a set holding a CPU that is offline at
 #     that moment is refused, which is counted, not an error), and two
@@ -71,9 +73,9 @@ r=0
 while [ $r -lt "$rounds" ]; do
 	for c in $cpus; do
 		echo 0 >"$c/online" || { echo "offline $c failed" >&2; exit 1; }
-		$kernel feature NO_STEAL
+		$kernel feature NO_STEAL SIS_SPARSE
 		echo 1 >"$c/online" || { echo "online $c failed" >&2; exit 1; }
-		$kernel feature STEAL
+		$kernel feature STEAL NO_SIS_SPARSE
 	done
 	r=$((r + 1))
 done
