@@ -429,11 +429,13 @@ def test_run_with_real_schedstat(capsys, guest, monkeypatch):
         assert (means["sched"], means["idle"], means["wake"]) == (2500, 1000, 1500)
         assert means["steal"] == 25 and means["busy_pct"] == pytest.approx(75.0)
         assert means["slice_ms"] == pytest.approx(0.2) and means["find_pct"] > 0
+        # searches: found_idle_cpu 20 + found_idle_core 10 of 60 (nofound 30)
+        assert means["found_pct"] == pytest.approx(50.0)
     rc, out, err = cli(capsys, "report", guest.out)
     for label in ("base", "new"):
         cols = next(ln for ln in out.splitlines() if ln.split()[:2] == ["1", label]).split()
         assert cols[3:8] == ["75.0", "0.20", "2500.0", "1000.0", "1500.0"]
-        assert cols[-1] == "25.0"
+        assert cols[-2:] == ["25.0", "50.0"]          # steal, %found
 
 
 # --- report ------------------------------------------------------------------

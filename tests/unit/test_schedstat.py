@@ -331,9 +331,11 @@ def test_steal_summary_with_registered_layout(registry, capsys):
     rc, out, _ = run_main(capsys, "report", fx("recording_v16_steal.json"))
     assert rc == 0
     hdr = next(line for line in out.splitlines() if line.split()[:1] == ["time"])
-    assert hdr.split() == ["time", "%busy", "slice", "sched", "idle", "wake", "%find", "steal"]
+    assert hdr.split() == ["time", "%busy", "slice", "sched", "idle", "wake", "%find", "steal",
+                           "%found"]
     i = out.splitlines().index(hdr)
-    assert out.splitlines()[i + 1].split()[-2:] == ["0.50", "1500"]
+    # each cpu: found_idle_cpu +100, found_idle_core and nofound_idle_cpu +0
+    assert out.splitlines()[i + 1].split()[-3:] == ["0.50", "1500", "100.0"]
 
 
 def test_hotplugged_cpu_is_excluded(capsys):

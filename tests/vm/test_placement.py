@@ -1,19 +1,24 @@
 """The two merged changes the series builds on (seeds 001 and 003), shown
 working on the patched 6.12 kernel: select_idle_sibling()'s
-recent_used_cpu and the small NUMA imbalance allowance. One boot each."""
+recent_used_cpu and the small NUMA imbalance allowance; and the series'
+own wakeup search over the LLC's set of idle CPUs (SIS_SPARSE), in the
+same smt4 boot. One boot each."""
 import pytest
 
 from conftest import boot, json_results
 
 
 @pytest.fixture(scope="module")
-def smt4_recent_used(test_kernel):
+def smt4_placement(test_kernel):
     """smt4 (cores 0-1 and 2-3): the recent_used_cpu probe, then the same
-    with the recent CPU parked."""
+    with the recent CPU parked; the idle-set probe, then the same with the
+    idle CPU parked."""
     res = boot(test_kernel, "smt4",
                "python3 guest/placement_probe.py recent-used --rounds 5"
-               " && python3 guest/placement_probe.py recent-used --rounds 5 --park")
-    return json_results(res, 2)
+               " && python3 guest/placement_probe.py recent-used --rounds 5 --park"
+               " && python3 guest/placement_probe.py idle-set --rounds 5"
+               " && python3 guest/placement_probe.py idle-set --rounds 5 --park")
+    return json_results(res, 4)
 
 
 def setup_held(r, prev):
@@ -22,7 +27,7 @@ def setup_held(r, prev):
     return r["asleep_on_recent"] and r["first_cpu"] == prev and r["asleep_on_prev"]
 
 
-def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_recent_used):
+def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_placement):
     """A sleeping task whose previous CPU (2) is busy and whose CPU before
     that (1) is idle, woken from CPU 0: select_idle_sibling() returns the
     recently used CPU, counted as recent_used_hit.
@@ -30,7 +35,7 @@ def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_recent_used)
     At least 4 of 5 rounds: a kworker that happens to run on CPU 1 at the
     wakeup makes it busy, and the task then rightly goes elsewhere. A
     kernel without the shortcut puts it on the idle core (CPU 3) every time."""
-    got = smt4_recent_used[0]
+    got = smt4_placement[0]
     rounds = got["rounds"]
     assert len(rounds) == 5
     for r in rounds:
@@ -41,15 +46,62 @@ def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_recent_used)
         assert r["recent_used_hit"] >= 1, r
 
 
-def test_parked_recent_used_cpu_is_not_taken(smt4_recent_used):
+def test_parked_recent_used_cpu_is_not_taken(smt4_placement):
     """The same state with CPU 1 parked before the wakeup: the shortcut
     must not return it (a miss), nor may any later search."""
-    got = smt4_recent_used[1]
+    got = smt4_placement[1]
     for r in got["rounds"]:
         assert setup_held(r, got["prev"]), r
         assert r["park_errno"] == 0
         assert r["cpu"] != got["recent"], r
         assert r["recent_used_miss"] >= 1, r
+
+
+def test_idle_set_follows_the_idle_class_and_the_switch(smt4_placement):
+    """SIS_SPARSE's set: CPU 3 (the others run pinned loops) leaves the set
+    when it stops being idle with the feature off, and enters it as soon
+    as the feature is switched on, although it stays in the idle loop and
+    never passes through the idle class (sis_idle_seed()). Without the
+    seeding CPU 3 would be out until something ran there.
+
+    At least 4 of 5 rounds for the switch: a kworker running on CPU 3 at
+    that instant rightly keeps it out until it goes idle again."""
+    got = smt4_placement[2]
+    rounds = got["rounds"]
+    assert got["llc"] == [0, 1, 2, 3] and len(rounds) == 5
+    assert all(r["sis_idle_off"] == 0 for r in rounds), rounds
+    assert sum(r["sis_idle_on"] == 1 for r in rounds) >= 4, rounds
+
+
+def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
+    """A task that last ran on busy CPU 1, woken from busy CPU 0, with
+    CPU 3 the only idle CPU: the search over the set must return CPU 3,
+    counted as a search's find, not as target/prev/recent. A kernel that
+    leaves the set empty (no update, no seeding) sends it to the busy
+    target every time.
+
+    At least 4 of 5 rounds, as above."""
+    got = smt4_placement[2]
+    rounds = got["rounds"]
+    for r in rounds:
+        assert r["asleep_on_prev"], r
+    found = [r for r in rounds if r["cpu"] == got["idle"]]
+    assert len(found) >= 4, rounds
+    for r in found:
+        assert r["found_idle_cpu"] + r["found_idle_core"] >= 1, r
+
+
+def test_parked_cpu_stays_out_of_the_idle_set(smt4_placement):
+    """The same rounds with CPU 3 parked: it never enters the set, and the
+    woken task never lands there. Unparked with SIS_SPARSE on, the idle
+    CPU 3 is in the set at once (it would otherwise wait for something to
+    run there)."""
+    got = smt4_placement[3]
+    assert got["park"] and got["sis_idle_after_unpark"] == 1
+    for r in got["rounds"]:
+        assert r["asleep_on_prev"], r
+        assert r["sis_idle_off"] == 0 and r["sis_idle_on"] == 0, r
+        assert r["cpu"] != got["idle"], r
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,8 @@ TRACE_COLUMNS = (("idle_pct", "%idle", "{:.1f}"),
 SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}"),
                      ("slice_ms", "slice", "{:.2f}"), ("sched", "sched", "{:.1f}"),
                      ("idle", "idle", "{:.1f}"), ("wake", "wake", "{:.1f}"),
-                     ("find_pct", "%find", "{:.1f}"), ("steal", "steal", "{:.1f}"))
+                     ("find_pct", "%find", "{:.1f}"), ("steal", "steal", "{:.1f}"),
+                     ("found_pct", "%found", "{:.1f}"))
 
 
 # --- report ----------------------------------------------------------------

@@ -68,14 +68,18 @@ CPU per timeslice: rq_cpu_time / pcount; the cover letter's 0.10 ms equals
 time * %busy / (sched - idle), which is this ratio), sched (sched_count),
 idle (sched_goidle), wake (ttwu_count), and, only when the cpu lines carry
 ``find_time`` (ns) and ``steal``: %find = 100 * find_time / (elapsed_ns *
-ncpus) and steal.  Malformed input raises SchedstatError; the CLI prints
+ncpus) and steal; and, when they carry select_idle_sibling()'s outcomes
+(version 116): %found = 100 * (found_idle_cpu + found_idle_core) /
+(the same + nofound_idle_cpu), the share of wakeups that searched the LLC
+and came back with an idle CPU (the target, previous and recently used
+CPU taken without a search are not counted).  Malformed input raises SchedstatError; the CLI prints
 ``schedstat: error: ...`` and exits 2; so do recordings with a non-list
 ``cmd``, a bad ``format_version`` or ``exit_code``, or an after time earlier
 than the before time.
 
 ``report --json`` / compute_report() keys: version, ncpus, cpus, excluded_cpus,
 cmd, exit_code, uname, summary {time, busy_pct, slice_ms, sched, idle, wake
-[, find_pct, steal]} (None where undefined), cpu_fields {field: {total, avg}},
+[, find_pct, steal, found_pct]} (None where undefined), cpu_fields {field: {total, avg}},
 domain_fields {label: {field: {total, avg}}} (label = v17 name, else domainN;
 avg over the cpus having that domain), domains {label: {levels, ncpus, cpus}},
 per_cpu {cpu: {field: delta}}, warnings [str].
@@ -521,6 +525,10 @@ def compute_report(recording: dict) -> dict:
                                if elapsed > 0 else None)
     if "steal" in cpu_fields:
         summary["steal"] = avg("steal")
+    if "nofound_idle_cpu" in cpu_fields:
+        found = total("found_idle_cpu") + total("found_idle_core")
+        searches = found + total("nofound_idle_cpu")
+        summary["found_pct"] = 100.0 * found / searches if searches else None
     if elapsed > 0 and total("sched_count") == 0 and total("ttwu_count") == 0:
         warnings.append("schedule()/wakeup counters did not move: schedstats are probably "
                         "disabled (sysctl kernel.sched_schedstats=1)")
@@ -534,7 +542,7 @@ def compute_report(recording: dict) -> dict:
 SUMMARY_COLUMNS = [  # (key, header, decimals)
     ("time", "time", 3), ("busy_pct", "%busy", 2), ("slice_ms", "slice", 3),
     ("sched", "sched", 0), ("idle", "idle", 0), ("wake", "wake", 0),
-    ("find_pct", "%find", 2), ("steal", "steal", 0)]
+    ("find_pct", "%find", 2), ("steal", "steal", 0), ("found_pct", "%found", 1)]
 
 
 # abbench's %chg means "+ = B better"; schedstat counters are neither better

@@ -50,3 +50,10 @@ def start_running(prefix: list[str]) -> subprocess.Popen:
         proc.wait()
         raise RuntimeError(f"{' '.join(prefix)}: the busy loop did not start ({line!r})")
     return proc
+
+
+def stop_hogs(procs) -> None:
+    """Kill and reap, the last started first."""
+    for p in reversed(procs):
+        p.kill()
+        p.wait()

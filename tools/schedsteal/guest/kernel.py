@@ -19,6 +19,7 @@ import argparse
 import errno
 import glob
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from ..cpulist import parse_cpulist
 
 DEBUGFS = "/sys/kernel/debug"
 FEATURES = f"{DEBUGFS}/sched/features"
+SCHED_DEBUG = f"{DEBUGFS}/sched/debug"
 PROC_SYS = "/proc/sys"
 SCHEDSTAT = "/proc/schedstat"
 STAT = "/proc/stat"
@@ -143,6 +145,19 @@ def topology() -> dict:
         "llc_groups": sorted(set(llc_of_cpus().values())),
         "numa_nodes": cpu_groups("/sys/devices/system/node/node*/cpulist"),
     }
+
+
+def rq_field(cpu: int, field: str, path: str = SCHED_DEBUG) -> int:
+    """A field of cpu#N's block in the scheduler's debugfs file (for
+    example cfs_overloaded, sis_idle: the CPU's element of its LLC's sets)."""
+    text = read(path)
+    block = re.search(rf"^cpu#{cpu}\b.*?(?=^cpu#|\Z)", text, re.M | re.S)
+    if not block:
+        raise KernelError(None, f"no cpu#{cpu} in {path}")
+    m = re.search(rf"^\s+\.{field}\s*: (-?\d+)", block[0], re.M)
+    if not m:
+        raise KernelError(None, f"no .{field} for cpu#{cpu} in {path}")
+    return int(m[1])
 
 
 def task_cpu(pid: int) -> int:

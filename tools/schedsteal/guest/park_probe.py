@@ -88,7 +88,7 @@ import time
 
 from .. import schedstat
 from ..cpulist import format_cpulist, parse_cpulist
-from . import kernel, print_result, start_running, trace, until
+from . import kernel, print_result, start_running, stop_hogs, trace, until
 
 EVENTS = ("sched/sched_switch", "timer/hrtimer_expire_entry")
 # Tasks of the workloads this probe starts (comm prefixes).
@@ -420,13 +420,6 @@ def start_hogs(cpus, n):
     want = set(parse_cpulist(cpus))
     until(lambda: all(os.sched_getaffinity(h.pid) == want for h in hogs), tries=1000)
     return hogs
-
-
-def stop_hogs(hogs):
-    """Kill and reap, the last started first."""
-    for h in reversed(hogs):
-        h.kill()
-        h.wait()
 
 
 def settle(pids, parked_cpus):

@@ -15,6 +15,17 @@ tests/vm/test_placement.py.
         Start a ping-pong pair (pipes) or N busy loops on node 0, widen
         them to every CPU, then sample where they run: report how many
         samples found a task on another node.
+    placement_probe.py idle-set [--idle 3] [--waker 0] [--prev 1] [--rounds 5] [--park]
+        SIS_SPARSE, the LLC's set of idle CPUs for wakeups (issue 10).
+        Every CPU of --idle's LLC but --idle runs a pinned busy loop. Each
+        round: with NO_SIS_SPARSE a task runs on --idle and ends, so
+        --idle must be out of the set (rq->sis_idle 0); switching
+        SIS_SPARSE on must put it in at once (it stays in the idle loop,
+        never passing the idle class); then a task that last ran on the
+        busy --prev, woken from the busy --waker, must be found --idle by
+        the set's walk. With --park, --idle is parked first: it must stay
+        out of the set and the task must wake elsewhere; unparking it with
+        SIS_SPARSE on must put it in at once.
 """
 import argparse
 import os
@@ -23,7 +34,7 @@ import time
 
 from .. import schedstat
 from ..cpulist import format_cpulist
-from . import kernel, print_result, start_running, until
+from . import kernel, print_result, start_running, stop_hogs, until
 
 # The wakee: says it is up, then for each byte on stdin prints the CPU it
 # runs on. Blocked in read() between wakeups, so each byte is one wakeup.
@@ -47,15 +58,23 @@ def asleep(proc) -> bool:
     return until(lambda: kernel.task_state(proc.pid) == "S", tries=1000)
 
 
+def start_wakee(cpu: int) -> subprocess.Popen:
+    """The wakee, pinned to cpu; returns once it is up (and about to block)."""
+    wakee = subprocess.Popen(["taskset", "-c", str(cpu), "python3", "-c", WAKEE],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if wakee.stdout.readline().strip() != "up":
+        stop_hogs([wakee])
+        raise RuntimeError("the wakee did not start")
+    return wakee
+
+
 def recent_used_round(args, all_cpus):
     """One round; returns what it saw. The schedstat delta covers the last
     wakeup only."""
     out = {}
-    wakee = subprocess.Popen(["taskset", "-c", str(args.recent), "python3", "-c", WAKEE],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    wakee = start_wakee(args.recent)
     hogs = []
     try:
-        assert wakee.stdout.readline().strip() == "up"
         out["asleep_on_recent"] = asleep(wakee) and kernel.task_cpu(wakee.pid) == args.recent
         # recent busy, the wakee allowed on recent and prev: the waker's
         # CPU is not allowed, so the search starts at recent, which is
@@ -85,11 +104,7 @@ def recent_used_round(args, all_cpus):
     finally:
         if args.park:
             kernel.set_parked("")
-        for h in hogs:
-            h.kill()
-            h.wait()
-        wakee.kill()
-        wakee.wait()
+        stop_hogs([wakee, *hogs])
     return out
 
 
@@ -122,7 +137,7 @@ PAIR = ("import os\n"
 def cmd_numa(args):
     nodes = kernel.topology()["numa_nodes"]
     if len(nodes) < 2:
-        raise kernel.KernelError(f"needs two NUMA nodes, the guest has {nodes}")
+        raise kernel.KernelError(None, f"needs two NUMA nodes, the guest has {nodes}")
     home, other = set(nodes[0]), set(c for n in nodes[1:] for c in n)
     everything = home | other
     # The sampler sleeps between samples, on the last CPU of another node.
@@ -163,6 +178,61 @@ def cmd_numa(args):
                          "final_cpus": list(final.values())})
 
 
+def idle_set_round(args, llc):
+    """One round; returns what it saw. Features are left NO_SIS_SPARSE."""
+    out = {}
+    kernel.set_feature("NO_SIS_SPARSE")
+    subprocess.run(["taskset", "-c", str(args.idle), "true"], check=True)
+    out["sis_idle_off"] = kernel.rq_field(args.idle, "sis_idle")
+    kernel.set_feature("SIS_SPARSE")
+    out["sis_idle_on"] = kernel.rq_field(args.idle, "sis_idle")
+    wakee = start_wakee(args.prev)
+    try:
+        out["asleep_on_prev"] = asleep(wakee) and kernel.task_cpu(wakee.pid) == args.prev
+        os.sched_setaffinity(wakee.pid, set(llc))
+        before = kernel.read_schedstat()
+        out["cpu"] = wake(wakee)
+        delta = schedstat.text_deltas(before, kernel.read_schedstat())["total"]
+        for f in ("found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
+                  "nofound_idle_cpu"):
+            out[f] = delta[f]
+    finally:
+        stop_hogs([wakee])
+        kernel.set_feature("NO_SIS_SPARSE")
+    return out
+
+
+def cmd_idle_set(args):
+    kernel.enable_schedstats()
+    llc = kernel.llc_of_cpus()[args.idle]
+    busy = [c for c in llc if c != args.idle]
+    if args.waker not in busy or args.prev not in busy:
+        raise kernel.KernelError(None, f"--waker and --prev must be CPUs of {list(llc)} "
+                                       f"other than --idle {args.idle}")
+    # The waker: this process, on a busy CPU.
+    os.sched_setaffinity(0, {args.waker})
+    hogs = []
+    try:
+        hogs = [start_running(["taskset", "-c", str(c)]) for c in busy]
+        if args.park:
+            kernel.set_parked(str(args.idle))
+        rounds = [idle_set_round(args, llc) for _ in range(args.rounds)]
+        if args.park:
+            kernel.set_feature("SIS_SPARSE")
+            kernel.set_parked("")
+            unparked = kernel.rq_field(args.idle, "sis_idle")
+            kernel.set_feature("NO_SIS_SPARSE")
+    finally:
+        if args.park:
+            kernel.set_parked("")
+        stop_hogs(hogs)
+    result = {"idle": args.idle, "waker": args.waker, "prev": args.prev,
+              "llc": list(llc), "park": args.park, "rounds": rounds}
+    if args.park:
+        result["sis_idle_after_unpark"] = unparked
+    return print_result(result)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="placement_probe.py",
                                 description=__doc__.split("\n\n")[0])
@@ -176,5 +246,12 @@ def main(argv=None):
     n = sub.add_parser("numa")
     n.add_argument("--tasks", default="pair", help="'pair' or a number of busy loops")
     n.add_argument("--rounds", type=int, default=300)
+    i = sub.add_parser("idle-set")
+    i.add_argument("--idle", type=int, default=3)
+    i.add_argument("--waker", type=int, default=0)
+    i.add_argument("--prev", type=int, default=1)
+    i.add_argument("--rounds", type=int, default=5)
+    i.add_argument("--park", action="store_true")
     args = p.parse_args(argv)
-    return {"recent-used": cmd_recent_used, "numa": cmd_numa}[args.action](args)
+    return {"recent-used": cmd_recent_used, "numa": cmd_numa,
+            "idle-set": cmd_idle_set}[args.action](args)

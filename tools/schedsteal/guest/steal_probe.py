@@ -111,21 +111,6 @@ def cmd_run(args):
     return print_result(result)
 
 
-SCHED_DEBUG = "/sys/kernel/debug/sched/debug"
-
-
-def rq_field(cpu: int, field: str) -> int:
-    """A field of cpu#N's block in the scheduler's debugfs file."""
-    text = kernel.read(SCHED_DEBUG)
-    block = re.search(rf"^cpu#{cpu}\b.*?(?=^cpu#|\Z)", text, re.M | re.S)
-    if not block:
-        raise kernel.KernelError(f"no cpu#{cpu} in {SCHED_DEBUG}")
-    m = re.search(rf"^\s+\.{field}\s*: (-?\d+)", block[0], re.M)
-    if not m:
-        raise kernel.KernelError(f"no .{field} for cpu#{cpu} in {SCHED_DEBUG}")
-    return int(m[1])
-
-
 def cmd_pinned(args):
     for f in args.feature:
         kernel.set_feature(f)
@@ -136,7 +121,7 @@ def cmd_pinned(args):
                               "while :; do :; done"]) for _ in range(args.hogs)]
     result = {"features": None, "cpu": args.cpu}
     try:
-        result["hogs_queued"] = until(lambda: rq_field(args.cpu, "nr_running") >= args.hogs)
+        result["hogs_queued"] = until(lambda: kernel.rq_field(args.cpu, "nr_running") >= args.hogs)
         before = kernel.read_schedstat()
         # Idle entries on every other CPU: each short task that exits
         # leaves its CPU idle, and an idle CPU tries to steal.
@@ -144,8 +129,8 @@ def cmd_pinned(args):
             for c in others:
                 subprocess.run(["taskset", "-c", str(c), "true"], check=True)
         after = kernel.read_schedstat()
-        result["cfs_overloaded"] = rq_field(args.cpu, "cfs_overloaded")
-        result["nr_running"] = rq_field(args.cpu, "nr_running")
+        result["cfs_overloaded"] = kernel.rq_field(args.cpu, "cfs_overloaded")
+        result["nr_running"] = kernel.rq_field(args.cpu, "nr_running")
         delta = schedstat.text_deltas(before, after)
         result["total"] = delta["total"]
         # A task that may move after all must still be taken: widen one
