@@ -78,17 +78,20 @@ def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
     CPU 3 the only idle CPU: the search over the set must return CPU 3,
     counted as a search's find, not as target/prev/recent. A kernel that
     leaves the set empty (no update, no seeding) sends it to the busy
-    target every time.
+    target every time. SIS_UTIL is off for the rounds: with 3 of 4 CPUs
+    busy its overloaded exit stops both searches once the loops'
+    utilisation has ramped up (seen: 3 of 5 rounds found CPU 3).
 
-    At least 4 of 5 rounds, as above."""
+    At least 4 of 5 rounds, as above (seen once: a round woke on CPU 3
+    with no find counted)."""
     got = smt4_placement[2]
     rounds = got["rounds"]
     for r in rounds:
         assert r["asleep_on_prev"], r
-    found = [r for r in rounds if r["cpu"] == got["idle"]]
+    # The search's find, not the load balancer pulling the task later.
+    found = [r for r in rounds if r["cpu"] == got["idle"]
+             and r["found_idle_cpu"] + r["found_idle_core"] >= 1]
     assert len(found) >= 4, rounds
-    for r in found:
-        assert r["found_idle_cpu"] + r["found_idle_core"] >= 1, r
 
 
 def test_parked_cpu_stays_out_of_the_idle_set(smt4_placement):
@@ -118,11 +121,19 @@ def numa2_allowance(test_kernel):
 def test_numa_allowance_keeps_two_tasks_on_their_node(numa2_allowance, tasks):
     """Two running tasks on a node whose other node is idle: the imbalance
     (idle CPUs 4 against 2) is within the allowance, so neither the load
-    balancer nor a wakeup takes either of them to node 1."""
+    balancer nor a wakeup takes either of them to node 1.
+
+    The allowance is a difference of 2 running tasks (NUMA_IMBALANCE_MIN):
+    a third task that runs on node 0 for a moment (a kworker) while node
+    1 balances lets one task go, and it stays. That was seen once in about
+    a dozen runs, late (62 of 600 samples). Without the allowance one task
+    moves within a few samples (3 loops: 297 of 900), so this bound fails
+    such a kernel and tolerates the late move."""
     got = numa2_allowance[tasks]
     assert got["started_home"]
     assert got["samples"] == 2 * 300
-    assert got["on_other"] == 0, got
+    assert got["on_other"] < got["samples"] // 4, got
+    assert got["most_on_other"] <= 1, got
 
 
 def test_numa_allowance_spreads_more_tasks(numa2_allowance):
