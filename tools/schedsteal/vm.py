@@ -128,6 +128,10 @@ PRESETS = {p.name: p for p in [
            numa_nodes=2, memory_mb=2048),
     Preset("big32", "32 vCPUs: 4 LLCs of 4 cores x 2 threads on 2 nodes",
            4, 4, 2, numa_nodes=2, memory_mb=3072),
+    # The wakeup search's worst case: SIS_UTIL's budget and SIS_SPARSE's
+    # set matter when one LLC has many CPUs.
+    Preset("llc32", "32 vCPUs in one LLC: 16 cores x 2 threads", 1, 16, 2,
+           memory_mb=3072),
 ]}
 
 
