@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-park compare-kernels stock-kernel test test-unit \
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-sis bench-park compare-kernels stock-kernel test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
+	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
 	@echo "make compare-kernels [PRESET=...]   stock 6.12 vs the series, features off, alternating boots"
 	@echo "make stock-kernel    build the pinned 6.12 without the series; prints the bzImage path"
@@ -57,6 +58,9 @@ baseline: setup
 
 bench-steal: setup
 	@scripts/bench-steal.sh
+
+bench-sis: setup
+	@scripts/bench-sis.sh
 
 bench-park: setup
 	@scripts/bench-park.sh
