@@ -80,10 +80,12 @@ def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
     leaves the set empty (no update, no seeding) sends it to the busy
     target every time. SIS_UTIL is off for the rounds: with 3 of 4 CPUs
     busy its overloaded exit stops both searches once the loops'
-    utilisation has ramped up (seen: 3 of 5 rounds found CPU 3).
+    utilisation has ramped up (seen: 3 of 5 rounds found CPU 3). The
+    wakee must be off CPU 1's runqueue before the wakeup (wchan, not just
+    state S): one preempted on its way to sleep, or kept queued by delayed
+    dequeue, is requeued on CPU 1 with no search (seen: 1 round in 30).
 
-    At least 4 of 5 rounds, as above (seen once: a round woke on CPU 3
-    with no find counted)."""
+    At least 4 of 5 rounds, as above."""
     got = smt4_placement[2]
     rounds = got["rounds"]
     for r in rounds:

@@ -171,6 +171,15 @@ def task_state(pid: int) -> str:
     return stat[stat.rindex(")") + 2]
 
 
+def task_blocked(pid: int, proc: str = "/proc") -> bool:
+    """Whether the task sleeps off its runqueue: /proc/PID/wchan names the
+    function it sleeps in only then (get_wchan() checks !p->on_rq; needs
+    CONFIG_KALLSYMS, else it always reads 0). A task preempted on its way
+    to sleep, or kept queued by delayed dequeue, shows state S but reads
+    0 here: its wakeup requeues it where it is, with no placement."""
+    return read(f"{proc}/{pid}/wchan").strip() not in ("", "0")
+
+
 def cpu_groups(pattern: str) -> list[tuple[int, ...]]:
     """Distinct CPU sets in the cpulist files matching pattern, sorted."""
     return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})

@@ -29,6 +29,11 @@ tests/vm/test_placement.py.
         rounds: with 3 of 4 CPUs busy its overloaded exit (nr_idle_scan 0)
         returns before either search once the loops' utilisation has
         ramped up (after 2-3 rounds), so the rounds would show SIS_UTIL.
+
+A wakee counts as asleep once it is off its runqueue (kernel.task_blocked):
+state S alone also holds while it is preempted on its way to sleep or
+kept queued by delayed dequeue, and then its wakeup requeues it on its
+CPU without any search (seen: 1 round in 30).
 """
 import argparse
 import os
@@ -59,7 +64,10 @@ def wake(proc) -> int:
 
 
 def asleep(proc) -> bool:
-    return until(lambda: kernel.task_state(proc.pid) == "S", tries=1000)
+    """Whether the wakee came to sleep off its runqueue within 10 s, so
+    that its next wakeup is placed (see the module's docstring)."""
+    return until(lambda: kernel.task_state(proc.pid) == "S"
+                 and kernel.task_blocked(proc.pid), tries=1000)
 
 
 def start_wakee(cpu: int) -> subprocess.Popen:
