@@ -262,9 +262,7 @@ def cmd_evacuate(args):
             with open(args.keep_trace, "w") as f:
                 f.write(text)
     finally:
-        for p in bg:
-            p.kill()
-            p.wait()
+        stop_hogs(bg)
         park("")
     result["cpus"] = evacuation(parse_events(text), cpus)
     # Pushes and evacuations from just before the write; steal attempts

@@ -180,9 +180,7 @@ def cmd_numa(args):
             time.sleep(0.01)        # the sampling interval
         final = {pid: kernel.task_cpu(pid) for pid in pids}
     finally:
-        for p in reversed(procs):
-            p.kill()
-            p.wait()
+        stop_hogs(procs)
         if args.tasks == "pair" and len(pids) == 2:
             # The pair's child holds both pipes' ends: no EOF ever wakes it.
             try:

@@ -22,7 +22,7 @@ import re
 import subprocess
 
 from .. import schedstat
-from . import kernel, print_result, trace, until
+from . import kernel, print_result, stop_hogs, trace, until
 
 MIGRATE = "sched/sched_migrate_task"
 # A migration is a steal when set_task_cpu() was called from the steal
@@ -140,9 +140,7 @@ def cmd_pinned(args):
         result["widened_left"] = until(lambda: kernel.task_cpu(hogs[0].pid) != args.cpu)
         result["pinned_stayed"] = all(kernel.task_cpu(h.pid) == args.cpu for h in hogs[1:])
     finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
+        stop_hogs(hogs)
     result["features"] = kernel.features()
     return print_result(result)
 
