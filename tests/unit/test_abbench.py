@@ -17,7 +17,7 @@ import types
 from pathlib import Path
 
 import pytest
-from schedsteal import abbench, schedstat, stats
+from schedsteal import abbench, schedstat, schedtrace, stats
 from schedsteal.guest import kernel, runner, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -767,6 +767,11 @@ def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
     assert t["n"] == 2
     assert t["wasted_llc_pct"] == pytest.approx(7.5)     # 0.3 s of 4 CPU-s
     assert t["moved_back"] == 1
+    # Moves by distance: the handmade trace's topology has one node.
+    assert t["cross_llc_moves"] == schedtrace.analyze_file(
+        str(HANDMADE), schedtrace.Topology.from_json(doc["topology"]))["migrations"]["cross_llc"]
+    assert t["cross_node_moves"] == 0
+    assert "x_llc" in out and "x_node" in out
 
 
 def test_report_flags_lost_trace_events(capsys, tmp_path):

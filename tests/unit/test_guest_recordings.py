@@ -18,7 +18,7 @@ def load(name):
     return json.loads((GUEST / name).read_text())
 
 
-@pytest.mark.parametrize("version", [116, 117])
+@pytest.mark.parametrize("version", [116, 117, 118])
 def test_schedstat_report_on_a_real_recording(capsys, version):
     rc = schedstat.main(["report", str(GUEST / f"recording_v{version}.json"), "--json"])
     out, err = capsys.readouterr()
@@ -28,8 +28,9 @@ def test_schedstat_report_on_a_real_recording(capsys, version):
     fields = rep["cpu_fields"]
     for f in STEAL_FIELDS:
         assert f in fields, f
-    # Parking's counters came with v117, and only then.
-    assert all((f in fields) == (version == 117) for f in PARK_FIELDS)
+    # Parking's counters came with v117, stealing beyond the LLC's with v118.
+    assert all((f in fields) == (version >= 117) for f in PARK_FIELDS)
+    assert all((f in fields) == (version >= 118) for f in schedstat.FAR_STEAL_CPU_FIELDS)
     # The workload ran: the counters moved.
     assert fields["sched_count"]["total"] > 0 and fields["ttwu_count"]["total"] > 0
     assert fields["find_time"]["total"] > 0
@@ -53,3 +54,20 @@ def test_abbench_report_on_a_real_run(capsys, version):
     assert a["n"] == b["n"] == 2
     assert a["steal"] == 0 and b["steal"] > 0
     assert a["sched"] > 0 and b["sched"] > 0
+
+
+def test_abbench_report_on_a_real_run_beyond_the_llc(capsys):
+    """llc2x4, STEAL (LLC only) vs STEAL + STEAL_NODE, 2+2 runs: only B
+    steals from the other LLC, and what it steals there is in steal."""
+    doc = load("results_v118.json")
+    assert [r["setting"] for r in doc["runs"]] == ["A", "B", "B", "A"]
+    rc = abbench.main(["report", str(GUEST / "results_v118.json"), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["notes"] == []
+    (param,) = rep["params"]
+    a, b = param["A"]["schedstat"], param["B"]["schedstat"]
+    assert a["steal"] > 0 and b["steal"] > 0
+    assert a["steal_far"] == 0
+    assert 0 < b["steal_far"] <= b["steal"]

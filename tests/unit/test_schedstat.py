@@ -68,7 +68,7 @@ def test_field_tables():
     assert v17[3:7] == ("lb_imbalance_load_busy", "lb_imbalance_util_busy",
                         "lb_imbalance_task_busy", "lb_imbalance_misfit_busy")
     assert v17[11] == "lb_count_idle" and v17[22] == "lb_count_newidle"
-    assert ss.supported_versions() == [15, 16, 17, 116, 117]
+    assert ss.supported_versions() == [15, 16, 17, 116, 117, 118]
 
 
 # ----------------------------------------------------------------- parsing --
@@ -586,3 +586,38 @@ def test_parse_v117_park_fields():
     assert {k: v for k, v in cpu1.items() if k not in ss.PARK_CPU_FIELDS} == \
         v116.cpus[1].fields
     assert not any(k.startswith("cpu_extra") for k in cpu1)
+
+
+def test_parse_v118_far_steal_fields():
+    snap = ss.parse_schedstat((FIX / "schedstat_v118.txt").read_text())
+    v117 = ss.parse_schedstat((FIX / "schedstat_v117.txt").read_text())
+    assert snap.version == 118
+    cpu1 = snap.cpus[1].fields
+    assert {k: cpu1[k] for k in ss.FAR_STEAL_CPU_FIELDS} == \
+        {"steal_beyond": 20, "steal_node": 5, "steal_numa": 2}
+    assert {k: v for k, v in cpu1.items() if k not in ss.FAR_STEAL_CPU_FIELDS} == \
+        v117.cpus[1].fields
+    assert not any(k.startswith("cpu_extra") for k in cpu1)
+
+
+def test_v117_line_is_truncated_for_v118():
+    """A v118 header over v117's cpu lines is refused, not misread."""
+    text = (FIX / "schedstat_v117.txt").read_text().replace("version 117", "version 118", 1)
+    with pytest.raises(ss.SchedstatError, match="truncated"):
+        ss.parse_schedstat(text)
+
+
+def test_summary_far_is_node_plus_numa_steals():
+    text = (FIX / "schedstat_v118.txt").read_text()
+    # cpu0 steals 4 more tasks from another LLC and 2 from another node.
+    after_text = text.replace(" 7 0 12 3 1\n", " 7 0 14 7 3\n", 1)
+    assert after_text != text
+    rep = ss.compute_report(mk_rec(text, after_text))
+    assert rep["summary"]["steal_far"] == pytest.approx((4 + 2) / 4)
+    assert "far" in ss.render_report(rep).split()
+
+
+def test_summary_has_no_far_before_v118():
+    text = (FIX / "schedstat_v117.txt").read_text()
+    rep = ss.compute_report(mk_rec(text, text))
+    assert "steal_far" not in rep["summary"]

@@ -77,6 +77,8 @@ TRACE_COLUMNS = (("idle_pct", "%idle", "{:.1f}"),
                  ("delay_p99_us", "p99_us", "{:.0f}"),
                  ("migrations", "moves", "{:.0f}"),
                  ("queued_moves", "queued", "{:.0f}"),
+                 ("cross_llc_moves", "x_llc", "{:.0f}"),
+                 ("cross_node_moves", "x_node", "{:.0f}"),
                  ("moved_back", "back", "{:.0f}"),
                  ("moves_per_task", "moves/task", "{:.1f}"))
 # Summary keys shown in the schedstat table, with their column titles.
@@ -84,7 +86,7 @@ SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}")
                      ("slice_ms", "slice", "{:.2f}"), ("sched", "sched", "{:.1f}"),
                      ("idle", "idle", "{:.1f}"), ("wake", "wake", "{:.1f}"),
                      ("find_pct", "%find", "{:.1f}"), ("steal", "steal", "{:.1f}"),
-                     ("found_pct", "%found", "{:.1f}"))
+                     ("steal_far", "far", "{:.1f}"), ("found_pct", "%found", "{:.1f}"))
 
 
 # --- report ----------------------------------------------------------------
@@ -255,6 +257,8 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
                      "delay_p99_us": s["run_delay"]["all"]["p99_us"],
                      "migrations": s["migrations"]["total"],
                      "queued_moves": s["migrations"]["queued"],
+                     "cross_llc_moves": s["migrations"]["cross_llc"],
+                     "cross_node_moves": s["migrations"]["cross_node"],
                      "moved_back": s["migrations"]["moved_back"],
                      "moves_per_task": s["migrations"]["per_task"]})
     means = _amean_by_key(rows, rows[0])

@@ -49,6 +49,8 @@ kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16), 6.13+ (v17
                                 fields (STEAL_CPU_FIELDS)
   117     busy, idle, newidle   as 116; cpu lines add the parked-CPU        no
                                 fields (PARK_CPU_FIELDS)
+  118     busy, idle, newidle   as 117; cpu lines add stealing beyond the   no
+                                LLC (FAR_STEAL_CPU_FIELDS)
   ======= ===================== =========================================== =====
 
 A new layout is one call (later patches add cpu fields and bump the version)::
@@ -72,7 +74,8 @@ ncpus) and steal; and, when they carry select_idle_sibling()'s outcomes
 (version 116): %found = 100 * (found_idle_cpu + found_idle_core) /
 (the same + nofound_idle_cpu), the share of wakeups that searched the LLC
 and came back with an idle CPU (the target, previous and recently used
-CPU taken without a search are not counted).  Malformed input raises SchedstatError; the CLI prints
+CPU taken without a search are not counted); and, from version 118, far =
+steal_node + steal_numa, the tasks stolen from beyond the LLC.  Malformed input raises SchedstatError; the CLI prints
 ``schedstat: error: ...`` and exits 2; so do recordings with a non-list
 ``cmd``, a bad ``format_version`` or ``exit_code``, or an after time earlier
 than the before time.
@@ -189,6 +192,12 @@ register_version(116, CPU_FIELDS + STEAL_CPU_FIELDS,
 # off it (by any path), tasks found that may run on parked CPUs only.
 PARK_CPU_FIELDS = ["park_push", "park_evac", "park_pinned"]
 register_version(117, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS,
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
+# STEAL_NODE and STEAL_NUMA add three: searches that went beyond the LLC,
+# tasks stolen from another LLC of the node, from another node (both also
+# counted in steal).
+FAR_STEAL_CPU_FIELDS = ["steal_beyond", "steal_node", "steal_numa"]
+register_version(118, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS + FAR_STEAL_CPU_FIELDS,
                  domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
 
 
@@ -525,6 +534,8 @@ def compute_report(recording: dict) -> dict:
                                if elapsed > 0 else None)
     if "steal" in cpu_fields:
         summary["steal"] = avg("steal")
+    if "steal_node" in cpu_fields:
+        summary["steal_far"] = avg("steal_node") + avg("steal_numa")
     if "nofound_idle_cpu" in cpu_fields:
         found = total("found_idle_cpu") + total("found_idle_core")
         searches = found + total("nofound_idle_cpu")
@@ -542,7 +553,8 @@ def compute_report(recording: dict) -> dict:
 SUMMARY_COLUMNS = [  # (key, header, decimals)
     ("time", "time", 3), ("busy_pct", "%busy", 2), ("slice_ms", "slice", 3),
     ("sched", "sched", 0), ("idle", "idle", 0), ("wake", "wake", 0),
-    ("find_pct", "%find", 2), ("steal", "steal", 0), ("found_pct", "%found", 1)]
+    ("find_pct", "%find", 2), ("steal", "steal", 0), ("steal_far", "far", 0),
+    ("found_pct", "%found", 1)]
 
 
 # abbench's %chg means "+ = B better"; schedstat counters are neither better

@@ -7,7 +7,8 @@ host-side tests assert on.
         Set sched_features, turn schedstats on, snapshot /proc/schedstat,
         run CMD (in a cgroup with that cpu.max if asked), snapshot again.
         With --trace, record sched_migrate_task events with a kernel stack
-        for each, and classify the migrations done by idle task stealing.
+        for each, and classify the migrations done by idle task stealing
+        (all of them, those between LLCs, those between nodes).
     sched_probe.py kunit
         Parse the KTAP results the built-in KUnit suites left in dmesg.
     sched_probe.py pinned [--feature F]... [--cpu N] [--hogs 3]
@@ -29,7 +30,8 @@ MIGRATE = "sched/sched_migrate_task"
 # code. The compiler may inline steal_from()/steal_task() into
 # sched_balance_newidle(); newidle balance's own migrations go through
 # sched_balance_rq() and its detach helpers instead.
-STEAL_CALLERS = ("steal_from", "steal_task", "sched_balance_newidle")
+STEAL_CALLERS = ("steal_from", "steal_task", "sched_balance_newidle",
+                 "steal_from_domain", "steal_beyond_llc")
 
 
 EVENT_RE = re.compile(r"\[(?P<cpu>\d+)\].*sched_migrate_task: comm=(?P<comm>.*?) "
@@ -102,6 +104,9 @@ def cmd_run(args):
                             for e in steals]
         result["cross_llc_steals"] = [e for e in steals
                                       if e["dest"] not in llc.get(e["orig"], ())]
+        node = {c: tuple(cpus) for cpus in kernel.topology()["numa_nodes"] for c in cpus}
+        result["cross_node_steals"] = [e for e in steals
+                                       if e["dest"] not in node.get(e["orig"], ())]
     delta = schedstat.text_deltas(before, after)
     result.update({"schedstat_version": delta["version"], "total": delta["total"],
                    "per_cpu": delta["per_cpu"], "schedstat_warnings": delta["warnings"],
