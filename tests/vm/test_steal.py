@@ -1,5 +1,5 @@
-"""Idle task stealing: it happens with STEAL and not with NO_STEAL, never
-crosses an LLC, never takes a pinned task, and survives hotplug, feature
+"""Idle task stealing: it happens with STEAL and not with NO_STEAL, crosses
+an LLC only with STEAL_NODE or STEAL_NUMA, never takes a pinned task, and survives hotplug, feature
 toggling and CFS bandwidth throttling (on the debug kernel: test_stress.py).
 
 Each test boots a guest and runs guest/sched_probe.py, which prints the
@@ -26,8 +26,9 @@ def probes(kernel, preset, *args):
 
 
 # smt4 runs the jump-label kernel: there each feature switch patches code.
-@pytest.mark.parametrize("preset,config", [("smt4", "jumplabel"), ("llc2x4", "test"),
-                                           ("smt4", "debug")])
+# The test and debug kernels steal on llc2x4 and numa2 in
+# test_steal_crosses_an_llc_only_at_the_level_asked.
+@pytest.mark.parametrize("preset,config", [("smt4", "jumplabel")])
 def test_steal_counter_moves_only_with_steal(request, preset, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
     # NI_RANDOM sits past the 32nd feature bit: on by default, and
@@ -36,7 +37,7 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
     on, off = probes(kernel, preset, f"run --feature STEAL --feature NI_RANDOM --trace -- {HACKBENCH}",
                      f"run --feature NO_STEAL --feature NO_NI_RANDOM --trace -- {HACKBENCH}")
     assert on["status"] == 0 and off["status"] == 0
-    assert on["schedstat_version"] in (116, 117)
+    assert on["schedstat_version"] == 118
     assert on["total"]["steal"] > 0, on["total"]
     assert on["total"]["steal_attempt"] == on["total"]["steal"] + on["total"]["steal_fail"]
     assert on["total"]["find_time"] > 0
@@ -49,15 +50,42 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
     assert off["steals"] == []
 
 
-@pytest.mark.parametrize("preset", ["llc2x4", "numa2"])
-def test_no_steal_crosses_an_llc(test_kernel, preset):
-    got, _ = probe(test_kernel, preset, f"run --feature STEAL --trace -- {HACKBENCH}")
-    assert got["status"] == 0
-    assert got["trace_lost"] == 0
-    # numa2 is within the default node limit (2): stealing stays on.
-    assert got["total"]["steal"] > 0
-    assert len(got["steals"]) > 0
-    assert [(e["orig"], e["dest"], e["stack"][:4]) for e in got["cross_llc_steals"]] == []
+# llc2x4: two LLCs in one node; numa2: one LLC per node, on the debug
+# kernel (lockdep sees the remote rq locks taken across nodes).
+@pytest.mark.parametrize("preset,level,other,config",
+                         [("llc2x4", "STEAL_NODE", "STEAL_NUMA", "test"),
+                          ("numa2", "STEAL_NUMA", "STEAL_NODE", "debug")])
+def test_steal_crosses_an_llc_only_at_the_level_asked(request, preset, level, other, config):
+    kernel = request.getfixturevalue(f"{config}_kernel")
+    # One boot: the default (inside the LLC only), then the level on.
+    # Fewer loops: the debug kernel is several times slower.
+    work = HACKBENCH if config == "test" else "hackbench -P -g 4 -l 100"
+    off, on = probes(kernel, preset,
+                     f"run --feature STEAL --feature NO_{level} --trace -- {work}",
+                     f"run --feature STEAL --feature {level} --trace -- {work}")
+    assert off["status"] == 0 and on["status"] == 0
+    assert off["trace_lost"] == 0 and on["trace_lost"] == 0
+    assert on["schedstat_version"] == 118
+    # Off: stealing works and never leaves the LLC.
+    assert off["total"]["steal"] > 0
+    assert off["total"]["steal_attempt"] == off["total"]["steal"] + off["total"]["steal_fail"]
+    assert off["total"]["find_time"] > 0
+    assert len(off["steals"]) > 0
+    assert [(e["orig"], e["dest"], e["stack"][:4]) for e in off["cross_llc_steals"]] == []
+    assert off["total"]["steal_beyond"] == 0
+    assert off["total"]["steal_node"] == off["total"]["steal_numa"] == 0
+    # On: the LLC had nothing at some idle entries, the search went on,
+    # and found tasks at this level only; the counter and the trace agree.
+    count = "steal_node" if level == "STEAL_NODE" else "steal_numa"
+    not_count = "steal_numa" if level == "STEAL_NODE" else "steal_node"
+    assert level in on["features"] and f"NO_{other}" in on["features"]
+    assert on["total"]["steal_beyond"] > 0
+    assert on["total"][count] > 0, on["total"]
+    assert on["total"][not_count] == 0
+    assert on["total"][count] <= on["total"]["steal"]
+    assert len(on["cross_llc_steals"]) == on["total"][count]
+    cross_node = len(on["cross_node_steals"])
+    assert cross_node == (on["total"][count] if level == "STEAL_NUMA" else 0)
 
 
 def test_pinned_task_is_never_stolen(any_kernel):
