@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-sis bench-park compare-kernels stock-kernel test test-unit \
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
+	@echo "make bench-steal-far stealing beyond the LLC: none/LLC/node/NUMA on llc2x4, numa2, big32 (docs/results.md)"
 	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
 	@echo "make compare-kernels [PRESET=...]   stock 6.12 vs the series, features off, alternating boots"
@@ -58,6 +59,9 @@ baseline: setup
 
 bench-steal: setup
 	@scripts/bench-steal.sh
+
+bench-steal-far: setup
+	@scripts/bench-steal-far.sh
 
 bench-sis: setup
 	@scripts/bench-sis.sh

@@ -580,3 +580,22 @@ def test_host_crash_is_only_a_silent_death_during_boot(console, output, died, cr
     res = vm.RunResult(status=255, output=output, dmesg=console, splats=vm.scan_dmesg(console),
                        timed_out=False, console=console, died=died)
     assert res.host_crash is crash
+
+
+def test_short_guest_command_stays_on_the_kernel_command_line(tmp_path):
+    assert vm.guest_cmd_inline("hackbench -g 1", str(tmp_path)) == "hackbench -g 1"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_long_guest_command_goes_in_a_file(tmp_path):
+    """The kernel cuts its command line at 2048 bytes: a long command
+    (three abbench runs) is run from a file in the shared directory."""
+    cmd = "set -e\n" + "\n".join(f"python3 -m schedsteal.abbench run --a feat:STEAL "
+                                   f"--out \"$SCHEDSTEAL_OUT/{i}.json\" # {'x' * 200}"
+                                   for i in range(3))
+    assert len(cmd) > vm.GUEST_CMD_INLINE_MAX
+    inline = vm.guest_cmd_inline(cmd, str(tmp_path))
+    f = tmp_path / vm.GUEST_CMD_FILE
+    assert inline == f"exec /bin/sh {f}"
+    assert f.read_text() == cmd + "\n"
+    assert len(inline) < vm.GUEST_CMD_INLINE_MAX

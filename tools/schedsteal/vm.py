@@ -64,6 +64,11 @@ from .table import format_table
 
 REPO = Path(__file__).resolve().parents[2]
 GUEST_INIT = REPO / "guest" / "vm-init.sh"
+# vng hands --exec to the guest on the kernel command line, which the
+# kernel cuts at 2048 bytes (x86): a longer command left the guest with a
+# truncated init path and a panic. Longer commands go in a file instead.
+GUEST_CMD_INLINE_MAX = 512
+GUEST_CMD_FILE = "guest-cmd.sh"
 TRACE_EVENTS = (*(f"sched:{e}" for e in SCHED_EVENTS), "timer:hrtimer_expire_entry")
 
 
@@ -473,6 +478,18 @@ def _regular_or_link(src: str, names: list[str]) -> list[str]:
     return skip
 
 
+def guest_cmd_inline(guest_cmd: str, outdir: str) -> str:
+    """The command to put on the kernel command line: `guest_cmd` itself
+    when short, else one that runs it from outdir/guest-cmd.sh (outdir is
+    shared with the guest; the file is kept with the guest's files)."""
+    if len(guest_cmd.encode()) <= GUEST_CMD_INLINE_MAX:
+        return guest_cmd
+    path = Path(outdir) / GUEST_CMD_FILE
+    path.write_text(guest_cmd + "\n")
+    path.chmod(0o644)
+    return f"exec /bin/sh {shlex.quote(str(path))}"
+
+
 def keep_files(src: Path, dest: Path) -> None:
     """Copy the guest's output directory into `dest`, subdirectories too.
     Links are copied as links: the guest's view of the host's files is
@@ -508,6 +525,7 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
     outdir = tempfile.mkdtemp(prefix="schedsteal-vm.")
     try:
         os.chmod(outdir, 0o777)
+        guest_cmd = guest_cmd_inline(guest_cmd, outdir)
         res = _boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir,
                     qemu_opts)
         if keep:
