@@ -14,7 +14,8 @@
 # %find, far (steals beyond the LLC) in the schedstat table.
 # QEMU_OPTS defaults to '-icount shift=0,sleep=off': time is then the
 # guest's work, and a vCPU the host descheduled does not look busy.
-# Results: out/steal-far-PRESET/<pair>.json and .txt (the report).
+# Results: out/steal-far-PRESET/<pair>.json, .txt (the report), .png
+# (the runs) and .report.json.
 # environment: RUNS (default 4), LOOPS (default 200; 100 on big32),
 #              PRESETS (default "llc2x4 numa2 big32"), QEMU_OPTS
 . "$(dirname "$0")/lib.sh"
@@ -55,7 +56,7 @@ python3 -m schedsteal.abbench run --a ${!a} --a-name $a --b ${!b} --b-name $b \
 	}
 	for pair in $pairs; do
 		f=$out/${pair/:/-}
-		"$VENV/bin/abbench" report "$f.json" | tee "$f.txt"
+		"$VENV/bin/abbench" report "$f.json" --plot "$f.png" | tee "$f.txt"
 		"$VENV/bin/abbench" report "$f.json" --json >"$f.report.json"
 	done
 	log "results: $out/"
