@@ -97,14 +97,15 @@ def cmd_run(args):
     if args.trace:
         text, result["trace_lost"] = trace.stop(stacktrace=[MIGRATE])
         events = parse_trace(text)
-        llc = kernel.llc_of_cpus()
+        topo = kernel.topology()
+        llc = {c: g for g in topo["llc_groups"] for c in g}
+        node = {c: g for g in topo["numa_nodes"] for c in g}
         steals = [e for e in events if e["steal"]]
         result["migrations"] = len(events)
         result["steals"] = [{k: e[k] for k in ("comm", "pid", "orig", "dest", "caller")}
                             for e in steals]
         result["cross_llc_steals"] = [e for e in steals
                                       if e["dest"] not in llc.get(e["orig"], ())]
-        node = {c: tuple(cpus) for cpus in kernel.topology()["numa_nodes"] for c in cpus}
         result["cross_node_steals"] = [e for e in steals
                                        if e["dest"] not in node.get(e["orig"], ())]
     delta = schedstat.text_deltas(before, after)
