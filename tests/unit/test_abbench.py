@@ -475,6 +475,24 @@ def test_report_table(capsys, fake_schedstat):
     assert "95.0" in row("2     steal")
 
 
+def test_report_json_out_writes_what_json_prints(capsys, fake_schedstat, tmp_path):
+    """--json-out: the table on stdout and the JSON in a file, from one
+    analysis; the file holds what --json prints."""
+    out_json = tmp_path / "rep.json"
+    rc, out, _err = cli(capsys, "report", RESULTS, "--json-out", out_json)
+    assert rc == 0
+    assert "Amean" in out and not out.lstrip().startswith("{")
+    rc, printed, _err = cli(capsys, "report", RESULTS, "--json")
+    assert rc == 0
+    assert json.loads(out_json.read_text()) == json.loads(printed)
+
+
+def test_report_json_out_unwritable_is_an_error(capsys, fake_schedstat, tmp_path):
+    rc, _out, err = cli(capsys, "report", RESULTS, "--json-out", tmp_path / "no" / "rep.json")
+    assert rc == 2
+    assert "cannot write" in err
+
+
 def test_report_json(capsys, fake_schedstat):
     rc, out, _err = cli(capsys, "report", RESULTS, "--json")
     assert rc == 0

@@ -21,6 +21,7 @@ Usage::
     python3 -m schedsteal.abbench report /tmp/steal.json
     python3 -m schedsteal.abbench report /tmp/steal.json --json
     python3 -m schedsteal.abbench report /tmp/steal.json --plot steal.png
+    python3 -m schedsteal.abbench report /tmp/steal.json --json-out rep.json
 
 Settings (``--a``/``--b``):
 
@@ -544,6 +545,13 @@ def cmd_report(args: argparse.Namespace) -> int:
                   os.path.dirname(os.path.abspath(args.file)))
     if args.plot:
         plot(rep, args.plot)
+    if args.json_out:
+        try:
+            with open(args.json_out, "w") as f:
+                json.dump(rep, f, indent=1)
+                f.write("\n")
+        except OSError as exc:
+            raise AbbenchError(f"cannot write {args.json_out}: {exc.strerror or exc}") from None
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -564,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("file", metavar="FILE.json")
     rep.add_argument("--json", action="store_true", help="print JSON")
     rep.add_argument("--plot", metavar="OUT.png", help="write a PNG plot")
+    rep.add_argument("--json-out", metavar="OUT.json",
+                     help="also write the JSON report to OUT.json (one analysis "
+                          "for both: traces are read once)")
     rep.add_argument("--alpha", type=float, default=0.05,
                      help="significance level (default: %(default)s)")
     rep.set_defaults(func=cmd_report)
