@@ -29,10 +29,7 @@ mkdir -p "$out"
 kernel=$("$REPO/scripts/build-kernel.sh" test)
 # Both under 8 CPU hogs (the evacuate probe's default): the same load.
 log "booting overcommit8: park/unpark timings ($truns runs) and hotplug timings (5 runs)"
-"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset overcommit8 --keep "$out" \
-	--timeout 5400 -- "for i in \$(seq $truns); do python3 guest/park_probe.py evacuate --park $park || exit 1; done
-python3 guest/park_probe.py hotplug --cpus $park --hog 8 --repeat 5" >"$out/guest.log" 2>&1 || {
-	tail -n 40 "$out/guest.log" >&2
-	die "guest run failed (full log: $out/guest.log)"
-}
+guest_run "$kernel" overcommit8 "$out" 5400 "" \
+	"for i in \$(seq $truns); do python3 guest/park_probe.py evacuate --park $park || exit 1; done
+python3 guest/park_probe.py hotplug --cpus $park --hog 8 --repeat 5"
 "$VENV/bin/parktiming" "$out/guest.log" | tee "$out/timing.txt"

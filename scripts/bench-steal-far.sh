@@ -47,17 +47,11 @@ python3 -m schedsteal.abbench run --a ${!a} --a-name $a --b ${!b} --b-name $b \
 	--trace-dir \"\$SCHEDSTEAL_OUT/traces-$a-$b\" --out \"\$SCHEDSTEAL_OUT/$a-$b.json\""
 	done
 	log "booting $preset: pairs $pairs, hackbench $groups groups, $runs+$runs runs each"
-	qemu=()
-	[ -z "$qemu_opts" ] || qemu=(--qemu-opts="$qemu_opts")
-	"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" "${qemu[@]}" \
-		--keep "$out" --timeout "${TIMEOUT:-3000}" -- "$guest" >"$out/guest.log" 2>&1 || {
-		tail -n 40 "$out/guest.log" >&2
-		die "guest run failed (full log: $out/guest.log)"
-	}
+	guest_run "$kernel" "$preset" "$out" "${TIMEOUT:-3000}" "$qemu_opts" "$guest"
 	for pair in $pairs; do
 		f=$out/${pair/:/-}
-		"$VENV/bin/abbench" report "$f.json" --plot "$f.png" | tee "$f.txt"
-		"$VENV/bin/abbench" report "$f.json" --json >"$f.report.json"
+		"$VENV/bin/abbench" report "$f.json" --plot "$f.png" --json-out "$f.report.json" |
+			tee "$f.txt"
 	done
 	log "results: $out/"
 done

@@ -43,13 +43,6 @@ python3 -m schedsteal.abbench run --a "${A:-\$a}" --b "${B:-\$b}" \
 GUEST
 )
 log "booting $preset: $workload $groups x $runs runs per setting"
-qemu=()
-[ -z "${QEMU_OPTS:-}" ] || qemu=(--qemu-opts="$QEMU_OPTS")
-"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" "${qemu[@]}" \
-	--keep "$out" --timeout "${TIMEOUT:-3000}" -- "$guest" >"$out/guest.log" 2>&1 || {
-	tail -n 40 "$out/guest.log" >&2
-	die "guest run failed (full log: $out/guest.log)"
-}
-"$VENV/bin/abbench" report "$out/ab.json" --plot "$out/ab.png"
-"$VENV/bin/abbench" report "$out/ab.json" --json >"$out/report.json"
+guest_run "$kernel" "$preset" "$out" "${TIMEOUT:-3000}" "${QEMU_OPTS:-}" "$guest"
+"$VENV/bin/abbench" report "$out/ab.json" --plot "$out/ab.png" --json-out "$out/report.json"
 log "results: $out/ab.json, $out/ab.png, $out/report.json"

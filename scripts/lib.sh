@@ -37,6 +37,19 @@ log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 warn() { printf '%s: WARNING: %s\n' "${0##*/}" "$*" >&2; }
 
+# Boot KERNEL on PRESET and run the guest shell command GUEST; the guest's
+# files are kept in OUT and its output in OUT/guest.log. On failure, show
+# the log's tail and die. QEMU_OPTS (one string, may be empty) goes to QEMU.
+guest_run() { # KERNEL PRESET OUT TIMEOUT QEMU_OPTS GUEST
+	local qemu=()
+	[ -z "$5" ] || qemu=(--qemu-opts="$5")
+	"$VENV/bin/schedsteal-vm" run --kernel "$1" --preset "$2" "${qemu[@]}" \
+		--keep "$3" --timeout "$4" -- "$6" >"$3/guest.log" 2>&1 || {
+		tail -n 40 "$3/guest.log" >&2
+		die "guest run failed (full log: $3/guest.log)"
+	}
+}
+
 # Patches listed in patches/series, in order, one path per line.
 # A listed file that is missing or empty is an error: never skip a patch.
 series_files() {
