@@ -38,19 +38,25 @@ def test_schedstat_report_on_a_real_recording(capsys, version):
     assert rep["warnings"] == []
 
 
-@pytest.mark.parametrize("version", [116, 117])
-def test_abbench_report_on_a_real_run(capsys, version):
-    """NO_STEAL vs STEAL, 2+2 runs in ABBA order, schedstats on: the
-    report gives per-setting schedstat means, and only STEAL steals."""
-    doc = load(f"results_v{version}.json")
+def schedstat_means(capsys, name):
+    """A and B's schedstat means in abbench's report on a real 2+2-run
+    results file, after checking the ABBA order and a clean report."""
+    doc = load(name)
     assert [r["setting"] for r in doc["runs"]] == ["A", "B", "B", "A"]
-    rc = abbench.main(["report", str(GUEST / f"results_v{version}.json"), "--json"])
+    rc = abbench.main(["report", str(GUEST / name), "--json"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     rep = json.loads(out)
     assert rep["notes"] == []
     (param,) = rep["params"]
-    a, b = param["A"]["schedstat"], param["B"]["schedstat"]
+    return param["A"]["schedstat"], param["B"]["schedstat"]
+
+
+@pytest.mark.parametrize("version", [116, 117])
+def test_abbench_report_on_a_real_run(capsys, version):
+    """NO_STEAL vs STEAL, 2+2 runs in ABBA order, schedstats on: the
+    report gives per-setting schedstat means, and only STEAL steals."""
+    a, b = schedstat_means(capsys, f"results_v{version}.json")
     assert a["n"] == b["n"] == 2
     assert a["steal"] == 0 and b["steal"] > 0
     assert a["sched"] > 0 and b["sched"] > 0
@@ -59,15 +65,7 @@ def test_abbench_report_on_a_real_run(capsys, version):
 def test_abbench_report_on_a_real_run_beyond_the_llc(capsys):
     """llc2x4, STEAL (LLC only) vs STEAL + STEAL_NODE, 2+2 runs: only B
     steals from the other LLC, and what it steals there is in steal."""
-    doc = load("results_v118.json")
-    assert [r["setting"] for r in doc["runs"]] == ["A", "B", "B", "A"]
-    rc = abbench.main(["report", str(GUEST / "results_v118.json"), "--json"])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    rep = json.loads(out)
-    assert rep["notes"] == []
-    (param,) = rep["params"]
-    a, b = param["A"]["schedstat"], param["B"]["schedstat"]
+    a, b = schedstat_means(capsys, "results_v118.json")
     assert a["steal"] > 0 and b["steal"] > 0
     assert a["steal_far"] == 0
     assert 0 < b["steal_far"] <= b["steal"]

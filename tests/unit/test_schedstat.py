@@ -576,27 +576,18 @@ def test_parse_v116_steal_fields():
         ss.parse_schedstat((FIX / "schedstat_v16.txt").read_text()).cpus[0].domains[0].fields.keys()
 
 
-def test_parse_v117_park_fields():
-    snap = ss.parse_schedstat((FIX / "schedstat_v117.txt").read_text())
-    v116 = ss.parse_schedstat((FIX / "schedstat_v116.txt").read_text())
-    assert snap.version == 117
+@pytest.mark.parametrize("version,fields,expected", [
+    (117, ss.PARK_CPU_FIELDS, {"park_push": 4, "park_evac": 8, "park_pinned": 1}),
+    (118, ss.FAR_STEAL_CPU_FIELDS, {"steal_beyond": 20, "steal_node": 5, "steal_numa": 2}),
+])
+def test_parse_appended_cpu_fields(version, fields, expected):
+    """Each series version appends cpu fields to the previous one's line."""
+    snap = ss.parse_schedstat((FIX / f"schedstat_v{version}.txt").read_text())
+    prev = ss.parse_schedstat((FIX / f"schedstat_v{version - 1}.txt").read_text())
+    assert snap.version == version
     cpu1 = snap.cpus[1].fields
-    assert {k: cpu1[k] for k in ss.PARK_CPU_FIELDS} == \
-        {"park_push": 4, "park_evac": 8, "park_pinned": 1}
-    assert {k: v for k, v in cpu1.items() if k not in ss.PARK_CPU_FIELDS} == \
-        v116.cpus[1].fields
-    assert not any(k.startswith("cpu_extra") for k in cpu1)
-
-
-def test_parse_v118_far_steal_fields():
-    snap = ss.parse_schedstat((FIX / "schedstat_v118.txt").read_text())
-    v117 = ss.parse_schedstat((FIX / "schedstat_v117.txt").read_text())
-    assert snap.version == 118
-    cpu1 = snap.cpus[1].fields
-    assert {k: cpu1[k] for k in ss.FAR_STEAL_CPU_FIELDS} == \
-        {"steal_beyond": 20, "steal_node": 5, "steal_numa": 2}
-    assert {k: v for k, v in cpu1.items() if k not in ss.FAR_STEAL_CPU_FIELDS} == \
-        v117.cpus[1].fields
+    assert {k: cpu1[k] for k in fields} == expected
+    assert {k: v for k, v in cpu1.items() if k not in fields} == prev.cpus[1].fields
     assert not any(k.startswith("cpu_extra") for k in cpu1)
 
 
