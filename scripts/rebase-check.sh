@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does the series apply to every linux-source-6.12 the archive offers?
 #
-# usage: rebase-check.sh [--bump]
+# usage: rebase-check.sh [--bump] [--build]
 #   For each version apt-cache lists: download the package (cached in
 #   $SCHEDSTEAL_CACHE/rebase/), take from it only the files the series
 #   changes, apply patches/series in order with git apply, and print a
@@ -9,16 +9,24 @@
 #   fails. A result is kept per (version, series) and reused.
 #   --bump: when the pinned BASE_VERSION is superseded and the newest
 #   version takes the whole series, write that version to BASE_VERSION.
-# Exits non-zero when the series does not apply to the pinned version or to
-# the newest one. Needs the package lists (apt-get update, at most daily).
+#   --build: also build the test config of every version the series
+#   applies to (the whole source extracted, the series applied, then
+#   build-kernel.sh; one tree and build path for all versions, so ccache
+#   reuses what did not change: minutes per version once one is built).
+#   A build result is kept per (version, series, test config).
+# Exits non-zero when the series does not apply to (or, with --build, does
+# not build on) the pinned version or the newest one. Needs the package
+# lists (apt-get update, at most daily).
 . "$(dirname "$0")/lib.sh"
 
-bump=0
-case "${1:-}" in
-"") ;;
---bump) bump=1 ;;
-*) die "usage: rebase-check.sh [--bump]" ;;
-esac
+bump=0 build=0
+for a in "$@"; do
+	case "$a" in
+	--bump) bump=1 ;;
+	--build) build=1 ;;
+	*) die "usage: rebase-check.sh [--bump] [--build]" ;;
+	esac
+done
 
 dir=$CACHE/rebase
 mkdir -p "$dir/debs" "$dir/results"
@@ -39,9 +47,8 @@ mapfile -t touched < <(
 )
 hash=$(series_hash)
 
-# check VERSION: print "applies" or "patch NNNN: FILE"
-check() {
-	local ver=$1 deb tmp n=0 p out file
+fetch() { # VERSION: the package file, downloaded once
+	local ver=$1 deb
 	deb=$dir/debs/${SRC_PKG}_${ver}_all.deb
 	if [ ! -s "$deb" ]; then
 		log "$ver: downloading $SRC_PKG"
@@ -51,6 +58,13 @@ check() {
 		mv "$dir/debs/${SRC_PKG}_$(printf '%s' "$ver" | sed 's/:/%3a/')_all.deb" "$deb" 2>/dev/null || true
 		[ -s "$deb" ] || die "no package file for $SRC_PKG=$ver in $dir/debs"
 	fi
+	echo "$deb"
+}
+
+# check VERSION: print "applies" or "patch NNNN: FILE"
+check() {
+	local ver=$1 deb tmp n=0 p out file
+	deb=$(fetch "$ver")
 	tmp=$(mktemp -d "$dir/tree.XXXXXX")
 	log "$ver: extracting the ${#touched[@]} files the series changes"
 	dpkg-deb --fsys-tarfile "$deb" | tar -xO "./usr/src/$SRC_PKG.tar.xz" |
@@ -68,7 +82,35 @@ check() {
 	echo "applies ($n patches)"
 }
 
-printf '%-22s %-14s %s\n' version "" result
+# build_test VERSION: print "builds (N s)" or "fails: FIRST ERROR"
+build_test() {
+	local ver=$1 deb src=$dir/src p err t0=$SECONDS
+	deb=$(fetch "$ver")
+	log "$ver: extracting the whole source for a build"
+	rm -rf "$src" "$CACHE/build/test-src"
+	mkdir -p "$src"
+	dpkg-deb --fsys-tarfile "$deb" | tar -xO "./usr/src/$SRC_PKG.tar.xz" | tar -xJ -C "$src"
+	for p in "${patches[@]}"; do
+		git -C "$src/$SRC_PKG" apply --whitespace=nowarn "$p" || die "$ver: ${p##*/} did not apply"
+	done
+	log "$ver: building the test config"
+	# build-kernel.sh names the build directory after the tree's parent:
+	# build/test-src, the same for every version (ccache hits).
+	if "$REPO/scripts/build-kernel.sh" test "$src/$SRC_PKG" >/dev/null 2>"$dir/build.log"; then
+		echo "builds ($((SECONDS - t0)) s)"
+	else
+		err=$(grep -m1 -E 'error:|Error [0-9]' "$dir/build.log" || tail -n 1 "$dir/build.log")
+		echo "fails: $err"
+	fi
+	rm -rf "$src" "$CACHE/build/test-src"
+}
+
+if [ "$build" -eq 1 ]; then
+	cfg_hash=$(sha256sum <"$REPO/configs/test.config" | cut -c1-16)
+	printf '%-22s %-14s %-22s %s\n' version "" result "test build"
+else
+	printf '%-22s %-14s %s\n' version "" result
+fi
 fail=0
 for ver in "${versions[@]}"; do
 	res_file=$dir/results/$ver-$hash
@@ -80,11 +122,27 @@ for ver in "${versions[@]}"; do
 	mark=""
 	[ "$ver" = "$BASE_VERSION" ] && mark=pinned
 	[ "$ver" = "$newest" ] && mark="${mark:+$mark,}newest"
-	printf '%-22s %-14s %s\n' "$ver" "$mark" "$res"
 	case "$res" in
 	applies*) ;;
 	*) if [ "$ver" = "$BASE_VERSION" ] || [ "$ver" = "$newest" ]; then fail=1; fi ;;
 	esac
+	if [ "$build" -eq 0 ]; then
+		printf '%-22s %-14s %s\n' "$ver" "$mark" "$res"
+		continue
+	fi
+	bres="-"
+	if [[ $res == applies* ]]; then
+		bres_file=$dir/results/$ver-$hash-build-$cfg_hash
+		if [ ! -s "$bres_file" ]; then
+			build_test "$ver" >"$bres_file.tmp"
+			mv "$bres_file.tmp" "$bres_file"
+		fi
+		bres=$(cat "$bres_file")
+		if [[ $bres != builds* ]] && { [ "$ver" = "$BASE_VERSION" ] || [ "$ver" = "$newest" ]; }; then
+			fail=1
+		fi
+	fi
+	printf '%-22s %-14s %-22s %s\n' "$ver" "$mark" "$res" "$bres"
 done
 if [ "$newest" != "$BASE_VERSION" ]; then
 	if [ "$bump" -eq 1 ] && grep -q '^applies' "$dir/results/$newest-$hash"; then

@@ -221,3 +221,34 @@ def test_rebase_check_bump_moves_to_the_newest(host, one_patch_repo):
     assert p.returncode == 0, p.stderr
     assert "6.12.3-1 newest applies (1 patches)" in [" ".join(ln.split()) for ln in p.stdout.splitlines()]
     assert (one_patch_repo / "BASE_VERSION").read_text() == "6.12.3-1\n"
+
+
+def test_rebase_check_build_builds_each_version_that_applies(host, one_patch_repo):
+    # 6.12.2-1 takes the patch but does not build; 6.12.3-1 does not take it.
+    fake_source_deb(host, "6.12.1-1", "a\nb\none\ntwo\nthree\nc\n")
+    fake_source_deb(host, "6.12.2-1", "a\nbroken\nb\none\ntwo\nthree\nc\n")
+    fake_source_deb(host, "6.12.3-1", "a\nb\none\nzwei\nthree\nc\n")
+    host.set(installed="6.12.1-1", archive=["6.12.1-1", "6.12.2-1", "6.12.3-1"])
+    (one_patch_repo / "BASE_VERSION").write_text("6.12.1-1\n")
+    (one_patch_repo / "configs").mkdir()
+    (one_patch_repo / "configs" / "test.config").write_text("CONFIG_SMP=y\n")
+    built = host.state / "built"
+    # A build that fails on "broken" and sees the series applied (TWO).
+    (one_patch_repo / "scripts" / "build-kernel.sh").write_text(
+        "#!/bin/sh\nf=$2/kernel/sched/x.c\n"
+        f"grep -q TWO $f && echo \"$1 $2\" >>{built}\n"
+        "if grep -q broken $f; then echo 'x.c:2: error: broken' >&2; exit 1; fi\n"
+        "echo /b/bzImage\n")
+    p = run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--build"], host.env)
+    rows = [" ".join(ln.split()) for ln in p.stdout.splitlines()]
+    assert rows[0] == "version result test build"
+    assert rows[1].startswith("6.12.1-1 pinned applies (1 patches) builds ("), rows
+    assert rows[2] == "6.12.2-1 applies (1 patches) fails: x.c:2: error: broken", rows
+    assert rows[3] == "6.12.3-1 newest patch 0001-sched-x.patch: kernel/sched/x.c -", rows
+    assert p.returncode != 0, "the newest version does not take the series"
+    # Only the two that applied were built, each with the series in.
+    assert len(built.read_text().splitlines()) == 2
+    assert all(ln.startswith("test ") for ln in built.read_text().splitlines())
+    # Results are kept: a second run builds nothing.
+    run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--build"], host.env)
+    assert len(built.read_text().splitlines()) == 2
