@@ -4,6 +4,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 CONFIG ?= test
 PRESET ?= smp2
+FLAVOUR ?= cloud-amd64
 # scripts/lib.sh is the one definition of the cache directory.
 CACHE := $(shell scripts/lib.sh --cache-dir)
 export SCHEDSTEAL_CACHE := $(CACHE)
@@ -12,7 +13,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel test test-unit \
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb test-deb test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -26,10 +27,12 @@ help:
 	@echo "make bench-steal-far stealing beyond the LLC: none/LLC/node/NUMA on llc2x4, numa2, big32 (docs/results.md)"
 	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
-	@echo "make compare-kernels [PRESET=...]   stock 6.12 vs the series, features off, alternating boots"
+	@echo "make compare-kernels [PRESET=...] [PAIR=test|debian]   kernel A vs kernel B, alternating boots"
+	@echo "make deb [FLAVOUR=cloud-amd64]   Debian packages of the series with Debian's config (hours)"
+	@echo "make test-deb [FLAVOUR=...]   boot the packaged kernel (not installed) and run the smoke checks"
 	@echo "make stock-kernel    build the pinned 6.12 without the series; prints the bzImage path"
 	@echo "make fresh-check [FRESH=setup|demo|test]   the README path in a fresh Debian 12 chroot"
-	@echo "make rebase-check [BUMP=1]   does the series apply to every 6.12 the archive offers?"
+	@echo "make rebase-check [BUMP=1] [BUILD=1]   does the series apply (and build) on every 6.12 the archive offers?"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; if [ -x $(VENV)/bin/schedsteal-vm ]; then $(VENV)/bin/schedsteal-vm presets; \
 		else echo "  (run make setup first)"; fi
@@ -72,6 +75,14 @@ bench-park: setup
 stock-kernel: setup
 	@scripts/stock-kernel.sh $(CONFIG)
 
+deb: setup
+	@$(STAGE) deb scripts/build-deb.sh $(FLAVOUR)
+
+# The packaged kernel, extracted (nothing is installed on the host).
+test-deb: setup
+	@k=$$($(STAGE) deb-kernel scripts/deb-kernel.sh series $(FLAVOUR)); \
+	SCHEDSTEAL_KERNEL_DEB="$$k" $(STAGE) vm-tests-deb $(PY) -m pytest -q --durations=0 tests/vm/test_deb.py
+
 compare-kernels: setup
 	@$(STAGE) compare-kernels scripts/compare-kernels.sh $(PRESET)
 
@@ -102,7 +113,7 @@ fresh-check:
 	@$(STAGE) fresh-check-$(or $(FRESH),setup) scripts/fresh-check.sh $(or $(FRESH),setup)
 
 rebase-check: setup
-	@$(STAGE) rebase-check scripts/rebase-check.sh $(if $(BUMP),--bump)
+	@$(STAGE) rebase-check scripts/rebase-check.sh $(if $(BUMP),--bump) $(if $(BUILD),--build)
 
 worktree: setup
 	@scripts/worktree.sh

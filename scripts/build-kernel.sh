@@ -43,30 +43,11 @@ if [ "$(cat "$out/.config-stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$out/.co
 	echo "$stamp" >"$out/.config-stamp"
 fi
 
-# Filter kbuild's one-line-per-step output into a progress line every 30
-# s; everything else (warnings, errors) passes through. The estimate is
-# the object count of this build directory's last full build.
-progress() { # ESTIMATE
-	local est=$1 n=0 last=$SECONDS line
-	while IFS= read -r line; do
-		if [[ $line =~ ^\ \ (CC|AS)(\ \[M\])?\ +[^\ ]+\.o$ ]]; then
-			n=$((n + 1))
-			if ((SECONDS - last >= 30)); then
-				last=$SECONDS
-				log "$config: $n of ~$est objects compiled ($((n * 100 / est))%), $((SECONDS - start)) s"
-			fi
-		elif ! [[ $line =~ ^\ \ [A-Z0-9_]+(\ \[M\])?\ +[^\ ]+$ ||
-			$line =~ ^make(\[[0-9]+\])?:\ (Entering|Leaving)\ directory ]]; then
-			printf '%s\n' "$line" >&2
-		fi
-	done
-	log "$config: $n objects compiled"
-}
 est=$(cat "$out/.objects" 2>/dev/null || true)
 [ "${est:-0}" -gt 100 ] 2>/dev/null || est=${FULL_BUILD_OBJECTS[$config]}
 log "building $config kernel ($jobs jobs; a full build compiles ~$est objects)"
 start=$SECONDS
-kmake bzImage 2>&1 | progress "$est"
+kmake bzImage 2>&1 | kbuild_progress "$config" "$est" "$start"
 find "$out" -name '*.o' | wc -l >"$out/.objects"
 log "built in $((SECONDS - start)) s"
 echo "$out/arch/x86/boot/bzImage"

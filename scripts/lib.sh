@@ -50,6 +50,26 @@ guest_run() { # KERNEL PRESET OUT TIMEOUT QEMU_OPTS GUEST
 	}
 }
 
+# Filter kbuild's one-line-per-step output (stdin) into a progress line
+# every 30 s; everything else (warnings, errors) passes through to stderr.
+# ESTIMATE is the number of objects a full build compiles.
+kbuild_progress() { # NAME ESTIMATE START-SECONDS
+	local name=$1 est=$2 start=$3 n=0 last=$SECONDS line
+	while IFS= read -r line; do
+		if [[ $line =~ ^\ \ (CC|AS)(\ \[M\])?\ +[^\ ]+\.o$ ]]; then
+			n=$((n + 1))
+			if ((SECONDS - last >= 30)); then
+				last=$SECONDS
+				log "$name: $n of ~$est objects compiled ($((n * 100 / est))%), $((SECONDS - start)) s"
+			fi
+		elif ! [[ $line =~ ^\ \ [A-Z0-9_]+(\ \[M\])?\ +[^\ ]+$ ||
+			$line =~ ^make(\[[0-9]+\])?:\ (Entering|Leaving)\ directory ]]; then
+			printf '%s\n' "$line" >&2
+		fi
+	done
+	log "$name: $n objects compiled"
+}
+
 # Patches listed in patches/series, in order, one path per line.
 # A listed file that is missing or empty is an error: never skip a patch.
 series_files() {

@@ -7,6 +7,8 @@
 
 DEB_PACKAGES=(
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd
+	dpkg-dev fakeroot rsync          # make deb: the kernel's bindeb-pkg
+	busybox-static                   # virtme-ng's initramfs for a packaged kernel (its 9p is modules)
 	ccache perl git python3 python3-venv
 	qemu-system-x86
 	# virtme-ng's guest init runs udevd (/dev/virtio-ports), systemd-tmpfiles

@@ -1,0 +1,58 @@
+"""The packaged kernel: `make deb`'s linux-image, extracted with its modules
+(scripts/deb-kernel.sh series, nothing installed on the host), boots
+Debian's configuration with the series and passes the stealing and
+parking smoke checks, all in one boot.
+
+Skipped unless $SCHEDSTEAL_KERNEL_DEB names that vmlinuz: `make test-deb`
+builds the packages (hours on the 2-core machine, so not in `make test`),
+extracts them and sets it. Debian's config has jump labels, so the guest
+runs under single-threaded TCG (vm.py reads config-VERSION beside it)."""
+import os
+import re
+
+import pytest
+
+from schedsteal import vm
+
+from conftest import boot, json_results
+from test_park import PARK, PARKED, check_evacuation
+
+DEB = os.environ.get("SCHEDSTEAL_KERNEL_DEB")
+pytestmark = pytest.mark.skipif(not DEB, reason="no packaged kernel: run make test-deb")
+
+HACKBENCH = "hackbench -P -g 4 -l 200"
+
+
+def test_packaged_kernel_steals_parks_and_refuses_bad_input():
+    assert vm.needs_single_thread_tcg(DEB), f"{DEB}: no config-VERSION beside it?"
+    res = boot(DEB, "overcommit8", " && ".join([
+        "uname -r",
+        f"python3 guest/sched_probe.py run --feature STEAL --trace -- {HACKBENCH}",
+        f"python3 guest/sched_probe.py run --feature NO_STEAL -- {HACKBENCH}",
+        f"python3 guest/park_probe.py evacuate --park {PARK}",
+        "python3 guest/park_probe.py badinput"]), timeout=1500)
+    # The packaged kernel, not a test build: Debian's flavour in its name.
+    assert re.search(r"^6\.12\.\d+-sched-steal-[a-z0-9-]+$", res.output, re.M), res.output[:2000]
+    on, off, park, bad = json_results(res, 4)
+
+    # Stealing: counted, seen in the trace, and off at run time.
+    assert on["status"] == 0 and off["status"] == 0
+    assert on["schedstat_version"] == 118
+    assert "STEAL" in on["features"] and "NO_STEAL" in off["features"]
+    assert on["total"]["steal"] > 0, on["total"]
+    assert on["trace_lost"] == 0 and len(on["steals"]) > 0
+    assert off["total"]["steal"] == 0 and off["total"]["steal_attempt"] == 0
+
+    # Parking: the CPUs empty, push counters move, unparking refills them.
+    check_evacuation(park)
+    st = {int(c): v for c, v in park["schedstat_parked"].items()}
+    assert sum(st[c]["park_push"] + st[c]["park_evac"] for c in PARKED) > 0
+
+    # Bad writes are refused and change nothing. Debian's config has no
+    # hotplug fault injection, so the rollback cases are not run.
+    assert bad["setup"] == [0, "1"]
+    for case in bad["cases"]:
+        assert case["errno"] == 22 and case["after"] == case["before"] == "1", case
+    assert bad["valid"] == [0, "2-3"] and bad["empty"] == [0, ""]
+    assert bad["rollback"] is None
+    assert bad["racers_ok"] and bad["race_final_is_written"]
