@@ -15,7 +15,7 @@
 #   defaults unless B_SETTING says otherwise): what installing it changes.
 #   Both are booted from their extracted packages (scripts/deb-kernel.sh).
 # Results: OUT (default out/kernelab-PRESET/, out/kernelab-debian-PRESET/
-# for PAIR=debian): kab.json, report.txt, and each boot's files in
+# for PAIR=debian): kab.json, report.txt, kab.png, and each boot's files in
 # boot-N-SIDE/.
 . "$(dirname "$0")/lib.sh"
 
@@ -45,5 +45,5 @@ opts=()
 	--preset "$preset" --boots "${BOOTS:-3}" --runs "${RUNS:-5}" \
 	--workload "${WORKLOAD:-hackbench-process-pipe}" --param "${GROUPS_LIST:-2}" \
 	--loops "${LOOPS:-500}" "${opts[@]}" --out "$out"
-"$VENV/bin/kernelab" report "$out/kab.json" | tee "$out/report.txt"
-log "results: $out/kab.json, $out/report.txt"
+"$VENV/bin/kernelab" report "$out/kab.json" --plot "$out/kab.png" | tee "$out/report.txt"
+log "results: $out/kab.json, $out/report.txt, $out/kab.png"

@@ -119,7 +119,23 @@ def test_cli_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "not enough boots (need 2+ per kernel)" in out
     assert kernelab.main(["report", str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["kind"] == "kernelab"
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["kind"] == "kernelab"
+    assert [len(r["values"]) for r in rep["per_boot"]] == [r["n"] for r in rep["per_boot"]]
+
+
+def test_cli_report_plot(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    args = make_args(tmp_path, boots=2)
+    assert kernelab.cmd_run(args, boot=StubBoot()) == 0
+    png = tmp_path / "kab.png"
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    # An unwritable path is a clear error, not a traceback.
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"),
+                          "--plot", str(tmp_path / "no" / "such" / "x.png")]) != 0
+    assert "cannot write" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("stub, message", [

@@ -111,7 +111,8 @@ def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
 
 
 def boot_means(doc: dict) -> list[dict]:
-    """Per param, per boot: n, the mean (Amean) and spread of its runs."""
+    """Per param, per boot: its runs' values, n, their mean (Amean) and
+    spread."""
     rows = []
     for param in doc["params"]:
         for b in doc["boots"]:
@@ -120,7 +121,7 @@ def boot_means(doc: dict) -> list[dict]:
                     and r.get("value") is not None and not r.get("error")]
             row = {"param": param, "boot": b["position"], "pair": b["pair"],
                    "setting": b["setting"], "release": b.get("release"), "n": len(vals),
-                   "mean": None, "stddev": None, "min": None, "max": None}
+                   "values": vals, "mean": None, "stddev": None, "min": None, "max": None}
             if vals:
                 row.update(mean=stats.amean(vals), min=min(vals), max=max(vals),
                            stddev=stats.stddev(vals) if len(vals) > 1 else None)
@@ -191,6 +192,57 @@ def format_report(rep: dict) -> str:
                      _num(e["mean_stddev_inside_boots"]), e["verdict"]))
     lines += format_table(rows, left=(0, 8))
     return "\n".join(lines) + "\n"
+
+
+def plot(rep: dict, path: str) -> None:
+    """Write a PNG: per param, every run's value over the boots in the
+    order they ran, one colour per kernel, each boot's mean as a bar. Runs
+    that scatter less than the bars move show boot-to-boot noise."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise KernelabError("--plot needs matplotlib (pip install matplotlib)") from None
+    colors = {"A": "tab:blue", "B": "tab:orange"}
+    labels = {s: rep["settings"][s]["name"] for s in SIDES}
+    entries = rep["between_boots"]
+    fig, axes = plt.subplots(len(entries), 1, squeeze=False,
+                             figsize=(8, 2.8 * max(1, len(entries))))
+    for ax, entry in zip(axes[:, 0], entries):
+        param = entry["param"]
+        seen = set()
+        for row in rep["per_boot"]:
+            if row["param"] != param:
+                continue
+            side, x, vals = row["setting"], row["boot"] + 1, row["values"]
+            ax.plot([x] * len(vals), vals, "o", color=colors[side], alpha=0.6,
+                    label=None if side in seen else f"{side}: {labels[side]}")
+            seen.add(side)
+            if row["mean"] is not None:
+                ax.hlines(row["mean"], x - 0.3, x + 0.3, color=colors[side], linewidth=2)
+        title = f"{rep['param_key']}={param}"
+        if entry["pct_change"] is not None:
+            title += f": B {entry['pct_change']:+.2f}% (positive = better)"
+        if entry["p_value"] is not None:
+            title += f", p(boot means)={entry['p_value']:.3g}"
+        title += f", {entry['verdict']}"
+        ax.set_title(title, fontsize=9)
+        n = max([r["boot"] + 1 for r in rep["per_boot"]] + [1])
+        ax.set_xticks(range(1, n + 1))
+        ax.set_xlim(0.5, n + 0.5)
+        ax.set_xlabel("boot, in the order they ran")
+        ax.set_ylabel(rep["unit"] or "value")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
+                 " is better; bar = the boot's mean)", fontsize=10)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png", dpi=100)
+    except OSError as exc:
+        raise KernelabError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
 
 
 # --- run ---------------------------------------------------------------------
@@ -291,6 +343,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise KernelabError(f"{args.file}: not a kernelab results file "
                             "(abbench report reads one-boot comparisons)")
     rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
+    if args.plot:
+        plot(rep, args.plot)
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -340,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print JSON")
     rep.add_argument("--alpha", type=float, default=0.05,
                      help="significance level (default: %(default)s)")
+    rep.add_argument("--plot", metavar="OUT.png",
+                     help="write a PNG: each run per boot, the boot means as bars")
     rep.set_defaults(func=cmd_report)
     return parser
 
