@@ -4,7 +4,7 @@
 #
 # usage: build-deb.sh [FLAVOUR]        (default cloud-amd64)
 # environment: DEBUG_INFO=1 keeps Debian's DWARF and BTF (a far longer
-#              build); JOBS (default nproc + 1)
+#              build; needs pahole, package dwarves); JOBS (default nproc + 1)
 #
 # The configuration is Debian's config.amd64_none_FLAVOUR from the
 # linux-config-6.12 package of the same version as the kernel source, then
@@ -22,7 +22,7 @@ flavour=${1:-cloud-amd64}
 "$REPO/scripts/get-source.sh"
 "$REPO/scripts/apply-series.sh"
 ver=$(dpkg-query -W -f '${Version}' "$SRC_PKG")
-for t in dpkg-buildpackage fakeroot rsync; do
+for t in dpkg-buildpackage fakeroot rsync dh_listpackages; do
 	command -v "$t" >/dev/null || die "$t not found (run scripts/setup-host.sh)"
 done
 
@@ -41,8 +41,9 @@ if [ ! -s "$cfgpkg" ]; then
 	rm -rf "$tmp"
 fi
 member=./usr/src/linux-config-6.12/config.amd64_none_$flavour.xz
-if ! dpkg-deb -c "$cfgpkg" | grep -q " ${member}\$"; then
-	known=$(dpkg-deb -c "$cfgpkg" | sed -n 's|.*/config\.amd64_none_\(.*\)\.xz$|\1|p' | tr '\n' ' ')
+listing=$(dpkg-deb -c "$cfgpkg")
+if ! grep -q " ${member}\$" <<<"$listing"; then
+	known=$(sed -n 's|.*/config\.amd64_none_\(.*\)\.xz$|\1|p' <<<"$listing" | tr '\n' ' ')
 	die "Debian has no amd64 configuration for flavour '$flavour' (there are: $known)"
 fi
 mkdir -p "$out" "$CCACHE_DIR"
@@ -57,8 +58,13 @@ frag=$top/sched-steal.config
 	if [ "${DEBUG_INFO:-0}" = 1 ]; then
 		echo "# CONFIG_DEBUG_INFO_NONE is not set"
 		echo "CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT=y"
+		echo "CONFIG_DEBUG_INFO_BTF=y"
 	fi
 } >"$frag"
+
+if [ "${DEBUG_INFO:-0}" = 1 ] && ! command -v pahole >/dev/null; then
+	die "DEBUG_INFO=1 needs pahole for BTF: apt-get install dwarves"
+fi
 
 jobs=${JOBS:-$(($(nproc) + 1))}
 # LOCALVERSION= (set, empty): the release is exactly VERSION + the config's
@@ -88,9 +94,7 @@ est=$(cat "$out/.objects" 2>/dev/null || true)
 pkgversion=$(kmake -s kernelversion)-$(date -u +%Y%m%d%H%M)+schedsteal.$(series_hash | cut -c1-8)
 log "building $release packages, version $pkgversion ($jobs jobs; ~$est objects; about an hour or more from cold)"
 start=$SECONDS
-# -d: the build dependencies are setup-host.sh's packages; dpkg would also
-# want debhelper, which the kernel's own debian/rules does not use.
-kmake bindeb-pkg KDEB_PKGVERSION="$pkgversion" DPKG_FLAGS=-d 2>&1 | tee "$top/build.log" | kbuild_progress "deb $flavour" "$est" "$start"
+kmake bindeb-pkg KDEB_PKGVERSION="$pkgversion" 2>&1 | tee "$top/build.log" | kbuild_progress "deb $flavour" "$est" "$start"
 find "$out" -name '*.o' | wc -l >"$out/.objects"
 elapsed=$((SECONDS - start))
 printf '%s %s s %s jobs %s\n' "$(date -u +%FT%TZ)" "$elapsed" "$jobs" "$release" >>"$top/build-time"

@@ -14,7 +14,7 @@
 #   the series packaged by `make deb` with Debian's configuration (B, its
 #   defaults unless B_SETTING says otherwise): what installing it changes.
 #   Both are booted from their extracted packages (scripts/deb-kernel.sh).
-# Results: OUT (default out/kernelab-PRESET/, out/kernelab-debian-PRESET/
+# Results: OUT (default out/kernelab-PRESET/, out/kernelab-FLAVOUR-PRESET/
 # for PAIR=debian): kab.json, report.txt, kab.png, and each boot's files in
 # boot-N-SIDE/.
 . "$(dirname "$0")/lib.sh"
@@ -24,14 +24,14 @@ case "${PAIR:-test}" in
 test)
 	stock=$("$REPO/scripts/stock-kernel.sh" test) a=stock
 	series=$("$REPO/scripts/build-kernel.sh" test) b=series-off
-	setting=${B_SETTING-feat:NO_STEAL}
+	setting=${B_SETTING:-feat:NO_STEAL}
 	out=${OUT:-$REPO/out/kernelab-$preset}
 	;;
 debian)
 	stock=$("$REPO/scripts/deb-kernel.sh" stock "${FLAVOUR:-cloud-amd64}") a=debian
 	series=$("$REPO/scripts/deb-kernel.sh" series "${FLAVOUR:-cloud-amd64}") b=sched-steal
 	setting=${B_SETTING:-}
-	out=${OUT:-$REPO/out/kernelab-debian-$preset}
+	out=${OUT:-$REPO/out/kernelab-${FLAVOUR:-cloud-amd64}-$preset}
 	;;
 *) die "PAIR must be test or debian, not '$PAIR'" ;;
 esac

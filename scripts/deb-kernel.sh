@@ -32,17 +32,19 @@ ver=$(dpkg-query -W -f '${Version}' "$SRC_PKG") # e.g. 6.12.117-1~deb12u1
 pkgs=$CACHE/deb/pkgs
 mkdir -p "$pkgs"
 
-download() { # PACKAGE=VERSION: print the file's path
+download() { # PACKAGE VERSION: print the file's path (fetched once)
 	local f tmp
-	f=$(ls "$pkgs/${1%%=*}_"*.deb 2>/dev/null | head -n 1 || true)
+	# apt-get download escapes an epoch's colon in the file name.
+	f=$(compgen -G "$pkgs/${1}_${2//:/%3a}_*.deb" | head -n 1 || true)
 	if [ -z "$f" ]; then
-		log "downloading $1"
+		log "downloading $1=$2"
 		tmp=$(mktemp -d "$pkgs/dl.XXXXXX")
-		(cd "$tmp" && apt-get download -q "$1" >/dev/null 2>&1) ||
-			{ rm -rf "$tmp"; die "could not download $1 (is bookworm-security in the sources?)"; }
+		(cd "$tmp" && apt-get download -q "$1=$2" >/dev/null 2>&1) ||
+			{ rm -rf "$tmp"; die "could not download $1=$2 (is bookworm-security in the sources?)"; }
 		mv "$tmp"/*.deb "$pkgs/"
 		rm -rf "$tmp"
-		f=$(ls "$pkgs/${1%%=*}_"*.deb | head -n 1)
+		f=$(compgen -G "$pkgs/${1}_${2//:/%3a}_*.deb" | head -n 1 || true)
+		[ -n "$f" ] || die "apt-get download $1=$2 left no package file"
 	fi
 	echo "$f"
 }
@@ -50,17 +52,26 @@ download() { # PACKAGE=VERSION: print the file's path
 if [ "$which" = stock ]; then
 	abi=${ver%%-*}+deb12 # Debian's ABI name: 6.12.117+deb12
 	release=$abi-$flavour
-	image=$(download "linux-image-$release-unsigned=$ver")
-	headers=("$(download "linux-headers-$release=$ver")"
-		"$(download "linux-headers-$abi-common=$ver")"
-		"$(download "linux-kbuild-$abi=$ver")")
+	# One assignment each: a failed download must stop the script here.
+	image=$(download "linux-image-$release-unsigned" "$ver")
+	h1=$(download "linux-headers-$release" "$ver")
+	h2=$(download "linux-headers-$abi-common" "$ver")
+	h3=$(download "linux-kbuild-$abi" "$ver")
+	headers=("$h1" "$h2" "$h3")
 else
+	# The package make deb built from this source and this series, or a
+	# (re)build: a package of an older series is never booted.
 	top=$CACHE/deb/$flavour
-	image=$(ls "$top"/linux-image-*_amd64.deb 2>/dev/null | grep -v -- '-dbg_' | head -n 1 || true)
-	[ -n "$image" ] || image=$("$REPO/scripts/build-deb.sh" "$flavour")
-	headers=("$(ls "$top"/linux-headers-*_amd64.deb | head -n 1)")
-	release=$(dpkg-deb -f "$image" Package)
-	release=${release#linux-image-}
+	release=${ver%%-*}-sched-steal-$flavour
+	want="+schedsteal.$(series_hash | cut -c1-8)"
+	image=$(compgen -G "$top/linux-image-${release}_*_amd64.deb" | head -n 1 || true)
+	if [ -z "$image" ] || [[ $(dpkg-deb -f "$image" Version) != *"$want" ]]; then
+		[ -z "$image" ] || log "${image##*/} is not of the current series ($want): rebuilding"
+		image=$("$REPO/scripts/build-deb.sh" "$flavour")
+	fi
+	h1=$(compgen -G "$top/linux-headers-${release}_*_amd64.deb" | head -n 1 || true)
+	[ -n "$h1" ] || die "no linux-headers-$release package beside ${image##*/} in $top"
+	headers=("$h1")
 fi
 
 dest=$CACHE/deb/$flavour/boot-$which

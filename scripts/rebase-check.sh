@@ -13,7 +13,9 @@
 #   applies to (the whole source extracted, the series applied, then
 #   build-kernel.sh; one tree and build path for all versions, so ccache
 #   reuses what did not change: minutes per version once one is built).
-#   A build result is kept per (version, series, test config).
+#   A successful build is remembered per (version, series, test config);
+#   a failed one is tried again next time. With --bump, the newest version
+#   must also build.
 # Exits non-zero when the series does not apply to (or, with --build, does
 # not build on) the pinned version or the newest one. Needs the package
 # lists (apt-get update, at most daily).
@@ -111,7 +113,7 @@ if [ "$build" -eq 1 ]; then
 else
 	printf '%-22s %-14s %s\n' version "" result
 fi
-fail=0
+fail=0 newest_build=
 for ver in "${versions[@]}"; do
 	res_file=$dir/results/$ver-$hash
 	if [ ! -s "$res_file" ]; then
@@ -132,12 +134,15 @@ for ver in "${versions[@]}"; do
 	fi
 	bres="-"
 	if [[ $res == applies* ]]; then
+		# Only a success is kept: a failure (or a full disk) is tried again.
 		bres_file=$dir/results/$ver-$hash-build-$cfg_hash
-		if [ ! -s "$bres_file" ]; then
-			build_test "$ver" >"$bres_file.tmp"
-			mv "$bres_file.tmp" "$bres_file"
+		if [ -s "$bres_file" ]; then
+			bres=$(cat "$bres_file")
+		else
+			bres=$(build_test "$ver")
+			[[ $bres != builds* ]] || echo "$bres" >"$bres_file"
 		fi
-		bres=$(cat "$bres_file")
+		[ "$ver" != "$newest" ] || newest_build=$bres
 		if [[ $bres != builds* ]] && { [ "$ver" = "$BASE_VERSION" ] || [ "$ver" = "$newest" ]; }; then
 			fail=1
 		fi
@@ -145,7 +150,8 @@ for ver in "${versions[@]}"; do
 	printf '%-22s %-14s %-22s %s\n' "$ver" "$mark" "$res" "$bres"
 done
 if [ "$newest" != "$BASE_VERSION" ]; then
-	if [ "$bump" -eq 1 ] && grep -q '^applies' "$dir/results/$newest-$hash"; then
+	if [ "$bump" -eq 1 ] && grep -q '^applies' "$dir/results/$newest-$hash" &&
+		{ [ "$build" -eq 0 ] || [[ $newest_build == builds* ]]; }; then
 		echo "$newest" >"$REPO/BASE_VERSION"
 		log "BASE_VERSION is now $newest: run make test (the kernel tree is rebuilt on it)"
 	else

@@ -249,6 +249,20 @@ def test_rebase_check_build_builds_each_version_that_applies(host, one_patch_rep
     # Only the two that applied were built, each with the series in.
     assert len(built.read_text().splitlines()) == 2
     assert all(ln.startswith("test ") for ln in built.read_text().splitlines())
-    # Results are kept: a second run builds nothing.
+    # A success is kept, a failure is tried again: one more build.
     run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--build"], host.env)
-    assert len(built.read_text().splitlines()) == 2
+    assert len(built.read_text().splitlines()) == 3
+
+
+def test_rebase_check_bump_with_build_needs_the_newest_to_build(host, one_patch_repo):
+    fake_source_deb(host, "6.12.1-1", "a\nb\none\ntwo\nthree\nc\n")
+    fake_source_deb(host, "6.12.2-1", "a\nbroken\nb\none\ntwo\nthree\nc\n")
+    host.set(installed="6.12.1-1", archive=["6.12.1-1", "6.12.2-1"])
+    (one_patch_repo / "BASE_VERSION").write_text("6.12.1-1\n")
+    (one_patch_repo / "configs").mkdir()
+    (one_patch_repo / "configs" / "test.config").write_text("CONFIG_SMP=y\n")
+    (one_patch_repo / "scripts" / "build-kernel.sh").write_text(
+        "#!/bin/sh\nif grep -q broken $2/kernel/sched/x.c; then exit 1; fi\necho /b/bzImage\n")
+    p = run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--bump", "--build"], host.env)
+    assert p.returncode != 0
+    assert (one_patch_repo / "BASE_VERSION").read_text() == "6.12.1-1\n"

@@ -15,7 +15,7 @@ import pytest
 from schedsteal import vm
 
 from conftest import boot, json_results
-from test_park import PARK, PARKED, check_evacuation
+from test_park import PARK, PARKED, check_bad_input, check_evacuation
 
 DEB = os.environ.get("SCHEDSTEAL_KERNEL_DEB")
 pytestmark = pytest.mark.skipif(not DEB, reason="no packaged kernel: run make test-deb")
@@ -31,8 +31,10 @@ def test_packaged_kernel_steals_parks_and_refuses_bad_input():
         f"python3 guest/sched_probe.py run --feature NO_STEAL -- {HACKBENCH}",
         f"python3 guest/park_probe.py evacuate --park {PARK}",
         "python3 guest/park_probe.py badinput"]), timeout=1500)
-    # The packaged kernel, not a test build: Debian's flavour in its name.
-    assert re.search(r"^6\.12\.\d+-sched-steal-[a-z0-9-]+$", res.output, re.M), res.output[:2000]
+    # The packaged kernel itself: its release is in the vmlinuz's name.
+    release = os.path.basename(DEB).removeprefix("vmlinuz-")
+    assert "-sched-steal-" in release, DEB
+    assert re.search(rf"^{re.escape(release)}$", res.output, re.M), res.output[:2000]
     on, off, park, bad = json_results(res, 4)
 
     # Stealing: counted, seen in the trace, and off at run time.
@@ -48,11 +50,6 @@ def test_packaged_kernel_steals_parks_and_refuses_bad_input():
     st = {int(c): v for c, v in park["schedstat_parked"].items()}
     assert sum(st[c]["park_push"] + st[c]["park_evac"] for c in PARKED) > 0
 
-    # Bad writes are refused and change nothing. Debian's config has no
-    # hotplug fault injection, so the rollback cases are not run.
-    assert bad["setup"] == [0, "1"]
-    for case in bad["cases"]:
-        assert case["errno"] == 22 and case["after"] == case["before"] == "1", case
-    assert bad["valid"] == [0, "2-3"] and bad["empty"] == [0, ""]
-    assert bad["rollback"] is None
-    assert bad["racers_ok"] and bad["race_final_is_written"]
+    # Bad writes are refused and change nothing; offlines that fail roll
+    # back to the same set (cpuN/hotplug/fail is there in every config).
+    check_bad_input(bad)

@@ -225,12 +225,6 @@ def hotplug_state(name: str) -> int:
     raise KernelError(None, f"no CPU hotplug state named {name}")
 
 
-def has_hotplug_fail(cpu: int) -> bool:
-    """Whether the kernel has CPU hotplug fault injection
-    (CONFIG_CPU_HOTPLUG_STATE_CONTROL: the test configs, not Debian's)."""
-    return os.path.exists(f"{CPU_SYSFS}/cpu{cpu}/hotplug/fail")
-
-
 def set_hotplug_fail(cpu: int, state: int) -> None:
     """Make the CPU's next transition through `state` fail with EAGAIN
     (CONFIG_CPU_HOTPLUG_STATE_CONTROL): the transition then rolls back."""
