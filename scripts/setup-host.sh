@@ -8,6 +8,7 @@
 DEB_PACKAGES=(
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd
 	dpkg-dev debhelper fakeroot rsync # make deb: the kernel's bindeb-pkg (its debian/rules runs dh_*)
+	openssl                          # make deb: the build makes its module signing key
 	busybox-static                   # virtme-ng's initramfs for a packaged kernel (its 9p is modules)
 	ccache perl git python3 python3-venv
 	qemu-system-x86
