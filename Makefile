@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb test-deb test test-unit \
+.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb deb-config test-deb test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -31,7 +31,7 @@ help:
 	@echo "make deb [FLAVOUR=cloud-amd64]   Debian packages of the series with Debian's config (hours)"
 	@echo "make test-deb [FLAVOUR=...]   boot the packaged kernel (not installed) and run the smoke checks"
 	@echo "make stock-kernel    build the pinned 6.12 without the series; prints the bzImage path"
-	@echo "make fresh-check [FRESH=setup|demo|test]   the README path in a fresh Debian 12 chroot"
+	@echo "make fresh-check [FRESH=setup|demo|test|deb]   the README path in a fresh Debian 12 chroot"
 	@echo "make rebase-check [BUMP=1] [BUILD=1]   does the series apply (and build) on every 6.12 the archive offers?"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; if [ -x $(VENV)/bin/schedsteal-vm ]; then $(VENV)/bin/schedsteal-vm presets; \
@@ -77,6 +77,9 @@ stock-kernel: setup
 
 deb: setup
 	@$(STAGE) deb scripts/build-deb.sh $(FLAVOUR)
+
+deb-config: setup
+	@$(STAGE) deb-config scripts/build-deb.sh --config-only $(FLAVOUR)
 
 # The packaged kernel, extracted (nothing is installed on the host).
 test-deb: setup

@@ -2,7 +2,9 @@
 # Build the series into installable Debian packages, with Debian's own
 # configuration for one flavour of its 6.12 kernel.
 #
-# usage: build-deb.sh [FLAVOUR]        (default cloud-amd64)
+# usage: build-deb.sh [--config-only] [FLAVOUR]      (default cloud-amd64)
+#   --config-only: check the tools and configure, print the .config path,
+#   build nothing (what make fresh-check FRESH=deb runs on a fresh machine)
 # environment: DEBUG_INFO=1 keeps Debian's DWARF and BTF (a far longer
 #              build; needs pahole, package dwarves); JOBS (default nproc + 1)
 #
@@ -16,13 +18,18 @@
 # last build. The linux-image package's path is the only line on stdout.
 . "$(dirname "$0")/lib.sh"
 
+config_only=0
+if [ "${1:-}" = --config-only ]; then
+	config_only=1
+	shift
+fi
 flavour=${1:-cloud-amd64}
 [[ $flavour =~ ^[a-z0-9-]+$ ]] || die "bad FLAVOUR '$flavour' (expected e.g. cloud-amd64)"
 
 "$REPO/scripts/get-source.sh"
 "$REPO/scripts/apply-series.sh"
 ver=$(dpkg-query -W -f '${Version}' "$SRC_PKG")
-for t in dpkg-buildpackage fakeroot rsync dh_listpackages; do
+for t in dpkg-buildpackage fakeroot rsync dh_listpackages openssl; do
 	command -v "$t" >/dev/null || die "$t not found (run scripts/setup-host.sh)"
 done
 
@@ -83,6 +90,11 @@ if [ "$(cat "$out/.config-stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$out/.co
 	echo "$stamp" >"$out/.config-stamp"
 fi
 release=$(kmake -s kernelrelease)
+if [ "$config_only" -eq 1 ]; then
+	log "configured $release in $out"
+	echo "$out/.config"
+	exit 0
+fi
 
 # bindeb-pkg writes the packages into the build directory's parent; clear
 # out the previous build's so that only this one's are there.

@@ -4,8 +4,11 @@
 #   setup   `make setup` and `make test-unit` (what CI runs; a few minutes)
 #   demo    the above, then `make demo` (cold kernel build: ~10 minutes more)
 #   test    the above, then `make test` (an hour or more)
+#   deb     `make setup`, then `make deb-config`: make deb's tools and
+#           Debian's configuration with the series, without the (hours
+#           long) package build
 #
-# usage: fresh-check.sh [setup|demo|test]      (as root)
+# usage: fresh-check.sh [setup|demo|test|deb]      (as root)
 # environment: FRESH_REF (what to clone, default HEAD: commit first),
 #              FRESH_KEEP=1 (keep the chroot afterwards, to look inside)
 #
@@ -17,8 +20,8 @@
 
 mode=${1:-setup}
 case "$mode" in
-setup | demo | test) ;;
-*) die "unknown mode '$mode' (expected setup, demo or test)" ;;
+setup | demo | test | deb) ;;
+*) die "unknown mode '$mode' (expected setup, demo, test or deb)" ;;
 esac
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts)"
 command -v debootstrap >/dev/null || as_root apt-get install -y -q debootstrap >&2
@@ -114,9 +117,13 @@ while IFS='=' read -r k _; do
 	esac
 done < <(env)
 
-steps=("make setup" "make test-unit")
-[ "$mode" = setup ] || steps+=("make demo")
-[ "$mode" != test ] || steps+=("make test")
+if [ "$mode" = deb ]; then
+	steps=("make setup" "make deb-config")
+else
+	steps=("make setup" "make test-unit")
+	[ "$mode" = setup ] || steps+=("make demo")
+	[ "$mode" != test ] || steps+=("make test")
+fi
 for step in "${steps[@]}"; do
 	log "chroot: $step"
 	t0=$(date +%s)
