@@ -75,7 +75,8 @@ else
 fi
 
 dest=$CACHE/deb/$flavour/boot-$which
-stamp=$(sha256sum "$image" "${headers[@]}" "$0" | sha256sum | cut -c1-16)
+# Contents only: the same packages and script, however the script was called.
+stamp=$(sha256sum "$image" "${headers[@]}" "$0" | cut -d' ' -f1 | sha256sum | cut -c1-16)
 vmlinuz=$dest/root/boot/vmlinuz-$release
 if [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ] && [ -s "$vmlinuz" ]; then
 	echo "$vmlinuz"
