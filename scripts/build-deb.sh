@@ -35,18 +35,9 @@ done
 
 top=$CACHE/deb/$flavour
 out=$top/build
-mkdir -p "$CACHE/deb/pkgs"
 
 # Debian's configuration, from the package that matches the source.
-cfgpkg=$CACHE/deb/pkgs/linux-config-6.12_${ver}_amd64.deb
-if [ ! -s "$cfgpkg" ]; then
-	log "downloading linux-config-6.12=$ver (Debian's configurations)"
-	tmp=$(mktemp -d "$CACHE/deb/pkgs/dl.XXXXXX")
-	(cd "$tmp" && apt-get download -q "linux-config-6.12=$ver" >/dev/null 2>&1) ||
-		{ rm -rf "$tmp"; die "could not download linux-config-6.12=$ver"; }
-	mv "$tmp"/*.deb "$cfgpkg"
-	rm -rf "$tmp"
-fi
+cfgpkg=$(deb_download linux-config-6.12 "$ver" "$CACHE/deb/pkgs")
 member=./usr/src/linux-config-6.12/config.amd64_none_$flavour.xz
 listing=$(dpkg-deb -c "$cfgpkg")
 if ! grep -q " ${member}\$" <<<"$listing"; then

@@ -32,22 +32,7 @@ ver=$(dpkg-query -W -f '${Version}' "$SRC_PKG") # e.g. 6.12.117-1~deb12u1
 pkgs=$CACHE/deb/pkgs
 mkdir -p "$pkgs"
 
-download() { # PACKAGE VERSION: print the file's path (fetched once)
-	local f tmp
-	# apt-get download escapes an epoch's colon in the file name.
-	f=$(compgen -G "$pkgs/${1}_${2//:/%3a}_*.deb" | head -n 1 || true)
-	if [ -z "$f" ]; then
-		log "downloading $1=$2"
-		tmp=$(mktemp -d "$pkgs/dl.XXXXXX")
-		(cd "$tmp" && apt-get download -q "$1=$2" >/dev/null 2>&1) ||
-			{ rm -rf "$tmp"; die "could not download $1=$2 (is bookworm-security in the sources?)"; }
-		mv "$tmp"/*.deb "$pkgs/"
-		rm -rf "$tmp"
-		f=$(compgen -G "$pkgs/${1}_${2//:/%3a}_*.deb" | head -n 1 || true)
-		[ -n "$f" ] || die "apt-get download $1=$2 left no package file"
-	fi
-	echo "$f"
-}
+download() { deb_download "$1" "$2" "$pkgs"; }
 
 if [ "$which" = stock ]; then
 	abi=${ver%%-*}+deb12 # Debian's ABI name: 6.12.117+deb12

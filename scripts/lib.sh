@@ -70,6 +70,25 @@ kbuild_progress() { # NAME ESTIMATE START-SECONDS
 	log "$name: $n objects compiled"
 }
 
+# Download PACKAGE=VERSION into DIR once (apt-get download) and print
+# the file's path. apt-get escapes an epoch's colon in the file name.
+deb_download() { # PACKAGE VERSION DIR
+	local glob="$3/${1}_${2//:/%3a}_*.deb" f tmp
+	f=$(compgen -G "$glob" | head -n 1 || true)
+	if [ -z "$f" ]; then
+		log "downloading $1=$2"
+		mkdir -p "$3"
+		tmp=$(mktemp -d "$3/dl.XXXXXX")
+		(cd "$tmp" && apt-get download -q "$1=$2" >/dev/null 2>&1) ||
+			{ rm -rf "$tmp"; die "could not download $1=$2 (is bookworm-security in the sources?)"; }
+		mv "$tmp"/*.deb "$3/"
+		rm -rf "$tmp"
+		f=$(compgen -G "$glob" | head -n 1 || true)
+		[ -n "$f" ] || die "apt-get download $1=$2 left no package file"
+	fi
+	echo "$f"
+}
+
 # Patches listed in patches/series, in order, one path per line.
 # A listed file that is missing or empty is an error: never skip a patch.
 series_files() {
