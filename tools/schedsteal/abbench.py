@@ -485,15 +485,31 @@ def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
     return rows
 
 
-def plot(rep: dict, path: str) -> None:
-    """Write a PNG: per-run values per param, one series per setting."""
+def pyplot():
+    """matplotlib.pyplot on the file-only backend, or a clear error."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise AbbenchError("--plot needs matplotlib (pip install matplotlib)") from None
+    return plt
+
+
+def save_png(plt, fig, path: str) -> None:
+    """Write fig to path as a PNG and close it; a clear error if it cannot."""
+    try:
+        fig.savefig(path, format="png", dpi=100)
+    except OSError as exc:
+        raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def plot(rep: dict, path: str) -> None:
+    """Write a PNG: per-run values per param, one series per setting."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
     entries = rep["params"]
     fig, axes = plt.subplots(len(entries), 1, squeeze=False,
                              figsize=(8, 2.8 * max(1, len(entries))))
@@ -529,12 +545,7 @@ def plot(rep: dict, path: str) -> None:
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
                  " is better; dashed = the mean named in each title)", fontsize=10)
     fig.tight_layout()
-    try:
-        fig.savefig(path, format="png", dpi=100)
-    except OSError as exc:
-        raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+    save_png(plt, fig, path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

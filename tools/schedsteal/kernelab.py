@@ -198,12 +198,7 @@ def plot(rep: dict, path: str) -> None:
     """Write a PNG: per param, every run's value over the boots in the
     order they ran, one colour per kernel, each boot's mean as a bar. Runs
     that scatter less than the bars move show boot-to-boot noise."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise KernelabError("--plot needs matplotlib (pip install matplotlib)") from None
+    plt = abbench.pyplot()
     colors = {"A": "tab:blue", "B": "tab:orange"}
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     entries = rep["between_boots"]
@@ -237,12 +232,7 @@ def plot(rep: dict, path: str) -> None:
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
                  " is better; bar = the boot's mean)", fontsize=10)
     fig.tight_layout()
-    try:
-        fig.savefig(path, format="png", dpi=100)
-    except OSError as exc:
-        raise KernelabError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+    abbench.save_png(plt, fig, path)
 
 
 # --- run ---------------------------------------------------------------------
