@@ -2,7 +2,7 @@
 # Stealing beyond the LLC (docs/results.md): each preset boots once and
 # compares, with runs alternated and every run traced,
 #   none  NO_STEAL                     no stealing
-#   llc   STEAL                        inside the LLC (the default)
+#   llc   STEAL                        inside the LLC only
 #   node  STEAL + STEAL_NODE           also from the other LLCs of the node
 #   numa  STEAL + STEAL_NODE + NUMA    also from other nodes
 # as the pairs none/llc and llc/<each level the preset has>: llc2x4 (two

@@ -35,7 +35,7 @@ mkdir -p "$out"
 guest=$(cat <<GUEST
 set -e
 export SCHEDSTEAL_WAKEUP_LATENCY=$CACHE/bin/wakeup-latency
-if grep -qw STEAL /sys/kernel/debug/sched/features; then a=feat:NO_STEAL b=feat:STEAL
+if grep -qwE "(NO_)?STEAL" /sys/kernel/debug/sched/features; then a=feat:NO_STEAL b=feat:STEAL
 else a=feat:SIS_UTIL b=feat:NO_SIS_UTIL; fi
 python3 -m schedsteal.abbench run --a "${A:-\$a}" --b "${B:-\$b}" \
 	--workload $workload --param $groups $opts \

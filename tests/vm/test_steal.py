@@ -33,10 +33,17 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
     # NI_RANDOM sits past the 32nd feature bit: on by default, and
     # switchable (a 32-bit mask lost it once the series added features).
-    # Both runs in one boot: each run sets every feature it names.
-    on, off = probes(kernel, preset, f"run --feature STEAL --feature NI_RANDOM --trace -- {HACKBENCH}",
-                     f"run --feature NO_STEAL --feature NO_NI_RANDOM --trace -- {HACKBENCH}")
+    # All runs in one boot: each run sets every feature it names. The
+    # first sets none and runs nothing: it reads the defaults.
+    default, on, off, relax = probes(
+        kernel, preset, "run -- true",
+        f"run --feature STEAL --feature NI_RANDOM --trace -- {HACKBENCH}",
+        f"run --feature NO_STEAL --feature NO_NI_RANDOM --trace -- {HACKBENCH}",
+        f"run --feature NO_STEAL --feature NI_RANDOM --feature NI_RELAX --trace -- {HACKBENCH}")
     assert on["status"] == 0 and off["status"] == 0
+    # Stealing and NI_RELAX are off by default (0035, 0034); NI_RANDOM on.
+    assert {"NO_STEAL", "NO_NI_RELAX", "NI_RANDOM"} <= set(default["features"])
+    assert default["total"]["steal_attempt"] == 0
     assert on["schedstat_version"] == 118
     assert on["total"]["steal"] > 0, on["total"]
     assert on["total"]["steal_attempt"] == on["total"]["steal"] + on["total"]["steal_fail"]
@@ -48,6 +55,12 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
     assert on["trace_lost"] == 0
     assert len(on["steals"]) > 0
     assert off["steals"] == []
+    # NI_RELAX (off by default): newidle balance without its gates inside
+    # the LLC pulls tasks, and stealing stays off.
+    assert relax["status"] == 0 and relax["trace_lost"] == 0
+    assert "NI_RELAX" in relax["features"] and "NO_NI_RELAX" in on["features"]
+    assert relax["total"]["steal_attempt"] == 0 and relax["steals"] == []
+    assert relax["newidle_pulls"] > 0, relax["total"]
 
 
 # llc2x4: two LLCs in one node; numa2: one LLC per node, on the debug

@@ -102,6 +102,10 @@ def cmd_run(args):
         node = {c: g for g in topo["numa_nodes"] for c in g}
         steals = [e for e in events if e["steal"]]
         result["migrations"] = len(events)
+        # Newidle balance's own pulls: under sched_balance_newidle(), not
+        # by the steal code.
+        result["newidle_pulls"] = sum(1 for e in events if not e["steal"]
+                                      and "sched_balance_newidle" in e["stack"])
         result["steals"] = [{k: e[k] for k in ("comm", "pid", "orig", "dest", "caller")}
                             for e in steals]
         result["cross_llc_steals"] = [e for e in steals
