@@ -114,9 +114,13 @@ def test_pinned_task_is_never_stolen(any_kernel):
     cmd = (f"python3 guest/sched_probe.py run --feature STEAL --feature NO_STEAL_BACKOFF "
            f"--trace -- {shlex.quote(script)} && "
            "python3 guest/sched_probe.py pinned --cpu 1 --feature NO_STEAL_BACKOFF && "
-           "python3 guest/sched_probe.py pinned --cpu 1 --feature STEAL_BACKOFF")
+           "python3 guest/sched_probe.py pinned --cpu 1 --feature STEAL_BACKOFF && "
+           # STEAL switched on while the hogs already run: nothing is
+           # enqueued on CPU 1 after that, yet it must be in the set.
+           "python3 guest/sched_probe.py pinned --cpu 1 --feature NO_STEAL "
+           "--feature NO_STEAL_BACKOFF --then-feature STEAL")
     res = boot(any_kernel, "smt4", cmd)
-    got, off, on = json_results(res, 3)
+    got, off, on, late = json_results(res, 4)
     assert got["status"] == 0, got["stderr"]
     hogs = {int(p) for p in got["stderr"].split("hogs", 1)[1].split()}
     assert len(hogs) == 3
@@ -132,6 +136,14 @@ def test_pinned_task_is_never_stolen(any_kernel):
         assert r["widened_left"], "a hog allowed elsewhere again must move"
     assert off["cfs_overloaded"] == 1
     assert on["cfs_overloaded"] == 0
+    # Switched on late (0036 seeds the set): CPU 1 is in it, and the idle
+    # CPUs find it there.
+    assert "STEAL" in late["features"] and "NO_STEAL_BACKOFF" in late["features"]
+    assert late["hogs_queued"] and late["nr_running"] >= 3
+    assert late["overloaded_at_switch"] == 1  # at once, not at an enqueue
+    assert late["cfs_overloaded"] == 1
+    assert late["total"]["steal_fail"] > 0, late["total"]
+    assert late["pinned_stayed"] and late["widened_left"]
 
 
 def test_node_limit_disables_stealing(test_kernel):

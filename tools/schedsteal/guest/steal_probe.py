@@ -11,7 +11,7 @@ host-side tests assert on.
         (all of them, those between LLCs, those between nodes).
     sched_probe.py kunit
         Parse the KTAP results the built-in KUnit suites left in dmesg.
-    sched_probe.py pinned [--feature F]... [--cpu N] [--hogs 3]
+    sched_probe.py pinned [--feature F]... [--then-feature F]... [--cpu N] [--hogs 3]
         Pin CPU hogs to CPU N, make the other CPUs enter idle again and
         again, and report whether CPU N is still in its LLC's overloaded
         set (rq->cfs_overloaded in /sys/kernel/debug/sched/debug); then
@@ -126,12 +126,21 @@ def cmd_pinned(args):
         kernel.set_feature(f)
     kernel.enable_schedstats()
     others = [c for c in kernel.online_cpus() if c != args.cpu]
+    # The probe itself stays off CPU N: its own wakeups there would be
+    # enqueues, which update CPU N's element of the set.
+    os.sched_setaffinity(0, others)
     # taskset execs the looping shell: pinned from birth
     hogs = [subprocess.Popen(["taskset", "-c", str(args.cpu), "sh", "-c",
                               "while :; do :; done"]) for _ in range(args.hogs)]
     result = {"features": None, "cpu": args.cpu}
     try:
         result["hogs_queued"] = until(lambda: kernel.rq_field(args.cpu, "nr_running") >= args.hogs)
+        # Features switched once the hogs run: STEAL switched on now must
+        # find CPU N overloaded although nothing is enqueued there.
+        for f in args.then_feature:
+            kernel.set_feature(f)
+        if args.then_feature:
+            result["overloaded_at_switch"] = kernel.rq_field(args.cpu, "cfs_overloaded")
         before = kernel.read_schedstat()
         # Idle entries on every other CPU: each short task that exits
         # leaves its CPU idle, and an idle CPU tries to steal.
@@ -185,6 +194,8 @@ def main(argv=None):
     pn.add_argument("--feature", action="append", default=[])
     pn.add_argument("--cpu", type=int, default=0)
     pn.add_argument("--hogs", type=int, default=3)
+    pn.add_argument("--then-feature", action="append", default=[],
+                    help="set once the hogs are queued, before the idle rounds")
     pn.add_argument("--rounds", type=int, default=20)
     args = p.parse_args(argv)
     return {"run": cmd_run, "kunit": cmd_kunit, "pinned": cmd_pinned}[args.action](args)
