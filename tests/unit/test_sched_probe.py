@@ -110,3 +110,69 @@ def test_trace_stop_fails_without_the_header(monkeypatch):
     monkeypatch.setattr(kernel, "read", lambda path: NO_HEADER)
     with pytest.raises(trace.TraceError):
         trace.stop(stacktrace=[probe.MIGRATE])
+
+
+SCHED_DEBUG_DELAYED = """\
+cpu#1
+  .nr_running                    : 3
+  .cfs_overloaded                : 0
+
+cfs_rq[1]:/autogroup-3
+  .h_nr_runnable                 : 0
+
+cfs_rq[1]:/
+  .h_nr_runnable                 : 1
+  .h_nr_queued                   : 3
+  .h_nr_delayed                  : 2
+
+cfs_rq[2]:/
+  .h_nr_runnable                 : 4
+"""
+
+
+def test_root_cfs_rq_field_reads_the_root_cfs_rq_of_that_cpu(monkeypatch):
+    monkeypatch.setattr(kernel, "read", lambda path: SCHED_DEBUG_DELAYED)
+    assert kernel.root_cfs_rq_field(1, "h_nr_runnable") == 1
+    assert kernel.root_cfs_rq_field(1, "h_nr_delayed") == 2
+    assert kernel.root_cfs_rq_field(2, "h_nr_runnable") == 4
+    assert kernel.root_cfs_rq_field(3, "h_nr_runnable") is None
+
+
+class FakeHog:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def fake_tasks(monkeypatch, sched_debug, states, ticks, cpu=1):
+    monkeypatch.setattr(kernel, "read", lambda path: sched_debug)
+    monkeypatch.setattr(kernel, "task_state", lambda pid: states[pid])
+    monkeypatch.setattr(kernel, "task_cpu", lambda pid: cpu)
+    monkeypatch.setattr(kernel, "task_ticks", lambda pid: ticks[pid])
+
+
+def test_queued_hogs_that_sleep_are_not_yet_runnable(monkeypatch):
+    """nr_running is 3, but two hogs sleep under delayed dequeue: the
+    probe must not switch features yet (the flaky case of issue 28)."""
+    hogs = [FakeHog(p) for p in (10, 11, 12)]
+    fake_tasks(monkeypatch, SCHED_DEBUG_DELAYED, {10: "R", 11: "S", 12: "S"},
+               {10: 9, 11: 9, 12: 9})
+    assert kernel.rq_field(1, "nr_running") == 3
+    assert not probe.hogs_runnable(1, hogs)
+
+
+def test_hogs_count_as_runnable_once_all_run_their_loop(monkeypatch):
+    debug = SCHED_DEBUG_DELAYED.replace(": 1\n  .h_nr_queued", ": 3\n  .h_nr_queued")
+    hogs = [FakeHog(p) for p in (10, 11, 12)]
+    fake_tasks(monkeypatch, debug, {10: "R", 11: "R", 12: "R"}, {10: 5, 11: 4, 12: 3})
+    assert probe.hogs_runnable(1, hogs)
+    # One that has not run its loop long enough yet, or sits elsewhere.
+    fake_tasks(monkeypatch, debug, {10: "R", 11: "R", 12: "R"}, {10: 5, 11: 4, 12: 0})
+    assert not probe.hogs_runnable(1, hogs)
+    fake_tasks(monkeypatch, debug, {10: "R", 11: "R", 12: "R"}, {10: 5, 11: 4, 12: 3}, cpu=2)
+    assert not probe.hogs_runnable(1, hogs)
+
+
+def test_task_ticks_adds_user_and_system_time(monkeypatch):
+    stat = "42 (sh) R 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 100 0 0"
+    monkeypatch.setattr(kernel, "read", lambda path: stat)
+    assert kernel.task_ticks(42) == 12

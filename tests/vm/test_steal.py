@@ -134,14 +134,22 @@ def test_pinned_task_is_never_stolen(any_kernel):
         assert r["hogs_queued"] and r["nr_running"] >= 3
         assert r["pinned_stayed"]               # a pinned hog is never taken
         assert r["widened_left"], "a hog allowed elsewhere again must move"
-    assert off["cfs_overloaded"] == 1
-    assert on["cfs_overloaded"] == 0
+    # Without the back-off CPU 1 never leaves the set; with it, it leaves
+    # after idle entries find only pinned hogs, until its next enqueue
+    # (a kworker woken there) puts it back: it must read 0 after some
+    # round, not necessarily after the last.
+    assert set(off["overloaded_reads"]) == {1}, off["overloaded_reads"]
+    assert 0 in on["overloaded_reads"], on["overloaded_reads"]
     # Switched on late (0036 seeds the set): CPU 1 is in it, and the idle
     # CPUs find it there.
     assert "STEAL" in late["features"] and "NO_STEAL_BACKOFF" in late["features"]
     assert late["hogs_queued"] and late["nr_running"] >= 3
+    # The switch came once all three hogs were runnable (not merely
+    # queued under delayed dequeue), so 0036's seed must find CPU 1
+    # overloaded; without 0036 nothing sets it before an enqueue.
+    assert late["runnable_at_switch"] >= 3, late
     assert late["overloaded_at_switch"] == 1  # at once, not at an enqueue
-    assert late["cfs_overloaded"] == 1
+    assert set(late["overloaded_reads"]) == {1}, late["overloaded_reads"]
     assert late["total"]["steal_fail"] > 0, late["total"]
     assert late["pinned_stayed"] and late["widened_left"]
 

@@ -160,9 +160,34 @@ def rq_field(cpu: int, field: str, path: str = SCHED_DEBUG) -> int:
     return int(m[1])
 
 
+ROOT_CFS_RQ_RE = re.compile(r"^cfs_rq\[(\d+)\]:/?$")
+
+
+def root_cfs_rq_field(cpu: int, field: str, path: str = SCHED_DEBUG) -> int | None:
+    """A field of the root cfs_rq of a CPU in the scheduler's debugfs file
+    (h_nr_runnable, util_avg, ...); None when that cfs_rq is not listed
+    (a fully decayed one leaves the list) or has no such field."""
+    block = False
+    for line in read(path).splitlines():
+        m = ROOT_CFS_RQ_RE.match(line)
+        if m:
+            block = int(m[1]) == cpu
+        elif block and line.strip().startswith(f".{field} "):
+            return int(line.split(":")[1])
+        elif block and not line.strip():
+            block = False
+    return None
+
+
 def task_cpu(pid: int) -> int:
     """The CPU the task runs on, or last ran on (/proc/PID/stat)."""
     return int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
+
+
+def task_ticks(pid: int) -> int:
+    """Clock ticks of CPU time the task has used (utime + stime)."""
+    fields = read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def task_state(pid: int) -> str:

@@ -745,22 +745,10 @@ def cmd_parkedonly(args):
     return print_result(result)
 
 
-CFS_RQ_RE = re.compile(r"^cfs_rq\[(\d+)\]:/?$")
-
-
 def root_util(cpu):
     """The root cfs_rq's util_avg of a CPU from sched/debug; 0 when it is
     not listed (a fully decayed cfs_rq leaves the list)."""
-    block = False
-    for line in kernel.read(f"{kernel.DEBUGFS}/sched/debug").splitlines():
-        m = CFS_RQ_RE.match(line)
-        if m:
-            block = int(m.group(1)) == cpu
-        elif block and line.strip().startswith(".util_avg "):
-            return int(line.split(":")[1])
-        elif block and not line.strip():
-            block = False
-    return 0
+    return kernel.root_cfs_rq_field(cpu, "util_avg") or 0
 
 
 def cpu_irqs(cpu):

@@ -23,7 +23,7 @@ import re
 import subprocess
 
 from .. import schedstat
-from . import kernel, print_result, stop_hogs, trace, until
+from . import kernel, print_result, start_running, stop_hogs, trace, until
 
 MIGRATE = "sched/sched_migrate_task"
 # A migration is a steal when set_task_cpu() was called from the steal
@@ -129,24 +129,37 @@ def cmd_pinned(args):
     # The probe itself stays off CPU N: its own wakeups there would be
     # enqueues, which update CPU N's element of the set.
     os.sched_setaffinity(0, others)
-    # taskset execs the looping shell: pinned from birth
-    hogs = [subprocess.Popen(["taskset", "-c", str(args.cpu), "sh", "-c",
-                              "while :; do :; done"]) for _ in range(args.hogs)]
+    # taskset execs the looping shell: pinned from birth. Each hog is
+    # started only once the one before it runs its loop.
+    hogs = []
     result = {"features": None, "cpu": args.cpu}
     try:
-        result["hogs_queued"] = until(lambda: kernel.rq_field(args.cpu, "nr_running") >= args.hogs)
+        for _ in range(args.hogs):
+            hogs.append(start_running(["taskset", "-c", str(args.cpu)]))
+        # Runnable, not merely queued: rq->nr_running also counts a task
+        # that sleeps while delayed dequeue keeps it queued (a shell that
+        # still faults its text in over 9p), and the overloaded set is
+        # kept from h_nr_runnable.
+        result["hogs_queued"] = until(lambda: hogs_runnable(args.cpu, hogs))
         # Features switched once the hogs run: STEAL switched on now must
         # find CPU N overloaded although nothing is enqueued there.
+        if args.then_feature:
+            result["runnable_at_switch"] = kernel.root_cfs_rq_field(args.cpu, "h_nr_runnable")
         for f in args.then_feature:
             kernel.set_feature(f)
         if args.then_feature:
             result["overloaded_at_switch"] = kernel.rq_field(args.cpu, "cfs_overloaded")
         before = kernel.read_schedstat()
         # Idle entries on every other CPU: each short task that exits
-        # leaves its CPU idle, and an idle CPU tries to steal.
+        # leaves its CPU idle, and an idle CPU tries to steal. CPU N's
+        # element is read after every round: a back-off lasts only until
+        # the next enqueue on CPU N (a per-CPU kworker's wakeup, say), so
+        # one read alone may catch it just back in the set.
+        result["overloaded_reads"] = []
         for _ in range(args.rounds):
             for c in others:
                 subprocess.run(["taskset", "-c", str(c), "true"], check=True)
+            result["overloaded_reads"].append(kernel.rq_field(args.cpu, "cfs_overloaded"))
         after = kernel.read_schedstat()
         result["cfs_overloaded"] = kernel.rq_field(args.cpu, "cfs_overloaded")
         result["nr_running"] = kernel.rq_field(args.cpu, "nr_running")
@@ -162,6 +175,22 @@ def cmd_pinned(args):
         stop_hogs(hogs)
     result["features"] = kernel.features()
     return print_result(result)
+
+
+def hogs_runnable(cpu, hogs):
+    """Every hog is runnable (state R) on cpu, each has run its loop for
+    a few ticks (its code is in memory: no more faults that sleep), and
+    the CPU's root cfs_rq counts them all as runnable."""
+    for h in hogs:
+        if kernel.task_state(h.pid) != "R" or kernel.task_cpu(h.pid) != cpu:
+            return False
+        if kernel.task_ticks(h.pid) < HOG_WARM_TICKS:
+            return False
+    return (kernel.root_cfs_rq_field(cpu, "h_nr_runnable") or 0) >= len(hogs)
+
+
+# Ticks of CPU time a hog has used before it counts as settled in its loop.
+HOG_WARM_TICKS = 3
 
 
 KTAP_RE = re.compile(r"^\s*(not ok|ok) (\d+) (\S+)")
