@@ -89,22 +89,71 @@ deb_download() { # PACKAGE VERSION DIR
 	echo "$f"
 }
 
-# Patches listed in patches/series, in order, one path per line.
-# A listed file that is missing or empty is an error: never skip a patch.
-series_files() {
-	local p
+# Patches listed in DIR/series (default: the kernel's patches/), in
+# order, one path per line. A listed file that is missing or empty is an
+# error: never skip a patch.
+series_files() { # [DIR]
+	local p dir=${1:-$REPO/patches}
+	[ -r "$dir/series" ] || die "no series file in $dir"
 	while IFS= read -r p || [ -n "$p" ]; do
 		p=${p%%#*}
 		p=$(printf '%s' "$p" | tr -d '[:space:]')
 		[ -n "$p" ] || continue
-		[ -s "$REPO/patches/$p" ] || die "patches/series lists '$p' but patches/$p is missing or empty"
-		printf '%s\n' "$REPO/patches/$p"
-	done <"$REPO/patches/series"
+		[ -s "$dir/$p" ] || die "${dir#"$REPO"/}/series lists '$p' but ${dir#"$REPO"/}/$p is missing or empty"
+		printf '%s\n' "$dir/$p"
+	done <"$dir/series"
 }
 
-# A hash of the series content: tells whether the tree is current.
-series_hash() {
-	{ cat "$REPO/BASE_VERSION"; series_files | xargs -r cat; } | sha256sum | cut -c1-16
+# A hash of the series content and its base: tells whether a tree is
+# current. Default: the kernel series on BASE_VERSION.
+series_hash() { # [DIR BASE-FILE]
+	{ cat "${2:-$REPO/BASE_VERSION}"; series_files "${1:-}" | xargs -r cat; } | sha256sum | cut -c1-16
+}
+
+# Bring TREE (a git tree whose tag "base" is the pristine source) to base
+# plus the patches of DIR/series, applied with git am on BRANCH (empty:
+# detached). Does nothing when TREE already holds exactly this series, so
+# that unchanged files keep their timestamps and builds stay incremental;
+# files the old and new series leave the same get their old timestamps.
+apply_patches() { # TREE BRANCH DIR BASE-FILE
+	local tree=$1 branch=$2 dir=$3 want have old_head stamps n=0 patch mtime f
+	want="$(series_hash "$dir" "$4") "
+	have=$(tree_state "$tree" series)
+	if [ -n "$have" ] && [ "$have" = "$want$(git -C "$tree" rev-parse HEAD)" ] &&
+		[ -z "$(git -C "$tree" status --porcelain --untracked-files=no)" ]; then
+		log "$tree already has the series applied ($(series_files "$dir" | wc -l) patches)"
+		return 0
+	fi
+	git -C "$tree" am --abort >/dev/null 2>&1 || true
+	old_head=$(git -C "$tree" rev-parse -q --verify HEAD || true)
+	stamps=$(mktemp)
+	if [ -n "$old_head" ]; then
+		git -C "$tree" diff --name-only base "$old_head" | while IFS= read -r f; do
+			if [ -e "$tree/$f" ]; then printf '%s %s\n' "$(stat -c %Y "$tree/$f")" "$f"; fi
+		done >"$stamps"
+	fi
+	if [ -n "$branch" ]; then
+		git -C "$tree" checkout -q -f -B "$branch" base
+	else
+		git -C "$tree" checkout -q -f --detach base
+	fi
+	while IFS= read -r patch; do
+		n=$((n + 1))
+		if ! git -C "$tree" am -q --keep-cr "$patch" >/dev/null 2>&1; then
+			git -C "$tree" am --abort >/dev/null 2>&1 || true
+			set_tree_state "$tree" series ""
+			rm -f "$stamps"
+			die "patch $n (${patch##*/}) does not apply to base $(git -C "$tree" log -1 --format=%s base)"
+		fi
+	done < <(series_files "$dir")
+	set_tree_state "$tree" series "$want$(git -C "$tree" rev-parse HEAD)"
+	while read -r mtime f; do
+		if [ -e "$tree/$f" ] && git -C "$tree" diff --quiet "$old_head" HEAD -- "$f"; then
+			touch -d "@$mtime" "$tree/$f"
+		fi
+	done <"$stamps"
+	rm -f "$stamps"
+	log "applied $n patches on $(git -C "$tree" log -1 --format=%s base) in $tree"
 }
 
 # Per-tree state (series hash, applied/exported heads) lives in the tree's
