@@ -56,8 +56,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+from . import lab as labmod
 from .cli import ToolParser
 from .guest.trace import SCHED_EVENTS
 from .table import format_table
@@ -347,11 +349,13 @@ def needs_single_thread_tcg(kernel: str) -> bool:
 
 def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
                 append: list[str] | None = None, vng: str | None = None,
-                qemu_opts: list[str] | None = None) -> list[str]:
+                qemu_opts: list[str] | None = None,
+                qemu: str | None = None) -> list[str]:
     """The virtme-ng command line that boots `kernel` on `preset`.
     A jump-label kernel gets single-threaded TCG; if qemu_opts choose an
     accelerator themselves, they are kept, with a warning on stderr unless
-    they ask for thread=single or -icount (which implies it)."""
+    they ask for thread=single or -icount (which implies it). `qemu`: the
+    QEMU binary (None: the one on PATH)."""
     qemu_opts = list(qemu_opts or [])
     if needs_single_thread_tcg(kernel):
         if not any("accel" in o for o in qemu_opts):
@@ -375,6 +379,8 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            "--append", f"trace_event={','.join(TRACE_EVENTS)}"]
     for a in append or []:
         cmd += ["--append", a]
+    if qemu:
+        cmd += ["--qemu", qemu]
     # "=": vng would take "-accel ..." for its own -a (--append) and stop.
     # vng hands the words to a shell: quote each one.
     cmd += [f"--qemu-opts={shlex.join(shlex.split(o))}" for o in qemu_opts]
@@ -390,6 +396,8 @@ class RunResult:
     timed_out: bool
     console: str = ""    # the kernel console, as QEMU's serial port saw it
     died: bool = False   # the guest stopped before the command finished
+    lab: dict | None = None  # the QEMU and clock it ran under (lab.py)
+    monitor: object = None   # what run()'s monitor returned
 
     @property
     def host_crash(self) -> bool:
@@ -506,15 +514,39 @@ def keep_files(src: Path, dest: Path) -> None:
             shutil.copy2(f, target)
 
 
+def resolve_lab(qemu: str = "stock", clock: str | None = None,
+                quantum_ns: int | None = None, steal_time: bool | None = None,
+                qemu_opts: list[str] | None = None) -> tuple[labmod.Lab, list[str]]:
+    """The QEMU and clock a boot runs under, and the QEMU options they
+    add (lab.resolve); VMError for a choice that cannot work."""
+    try:
+        cache = cache_dir() if qemu == "lab" else None
+        return labmod.resolve(qemu, clock, quantum_ns, steal_time, qemu_opts, cache)
+    except labmod.LabError as e:
+        raise VMError(str(e)) from None
+
+
 def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
         append: list[str] | None = None, keep: str | None = None,
         echo: bool = False, vng: str | None = None,
-        qemu_opts: list[str] | None = None) -> RunResult:
+        qemu_opts: list[str] | None = None,
+        lab: labmod.Lab | None = None, monitor=None) -> RunResult:
     """Boot `kernel` on `preset`, run `guest_cmd` in /bin/sh, scan dmesg.
+    `lab` (resolve_lab): the QEMU and clock, whose options must already
+    be in `qemu_opts`; None: stock QEMU, the clock `qemu_opts` select.
+    `monitor`: called in a thread of its own while the guest runs, as
+    monitor(session, outdir, stop): `session` is the session id of the
+    guest's processes (QEMU among them), `outdir` the directory shared
+    with the guest, `stop` a threading.Event set when the guest is gone;
+    what it returns is the result's .monitor (an exception it raises
+    fails the run with VMError).
 
     Every argument is checked before the guest boots (VMError)."""
     preset = get_preset(preset)
     timeout = check_timeout(timeout)
+    if lab is None:
+        lab, extra = resolve_lab(qemu_opts=qemu_opts, steal_time=False)
+        qemu_opts = list(qemu_opts or []) + extra
     if not Path(kernel).is_file():
         raise VMError(f"kernel image {kernel} not found (run `make kernel`)")
     if keep:
@@ -525,9 +557,12 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
     outdir = tempfile.mkdtemp(prefix="schedsteal-vm.")
     try:
         os.chmod(outdir, 0o777)
+        # The guest's tools (abbench) copy this into their results.
+        (Path(outdir) / labmod.LAB_FILE).write_text(json.dumps(lab.record()) + "\n")
         guest_cmd = guest_cmd_inline(guest_cmd, outdir)
         res = _boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir,
-                    qemu_opts)
+                    qemu_opts, lab.binary, monitor)
+        res.lab = lab.record()
         if keep:
             keep_files(Path(outdir), Path(keep))
         return res
@@ -537,8 +572,10 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
 
 def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
           append: list[str] | None, echo: bool, vng: str | None,
-          outdir: str, qemu_opts: list[str] | None = None) -> RunResult:
-    cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng, qemu_opts)
+          outdir: str, qemu_opts: list[str] | None = None,
+          qemu: str | None = None, monitor=None) -> RunResult:
+    cmd = vng_command(kernel, preset, outdir, guest_cmd, append, vng, qemu_opts, qemu)
+    watch = _Monitor(monitor, outdir)
     timed_out = False
     # vng runs virtme-run from PATH: put its virtualenv first.
     env = dict(os.environ)
@@ -547,6 +584,7 @@ def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=console,
                                 start_new_session=True, env=env)
+        watch.start(proc.pid)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -559,6 +597,7 @@ def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            watch.stop()
         console.seek(0)
         console_text = console.read().decode(errors="replace")
     output = out.decode(errors="replace")
@@ -590,7 +629,40 @@ def _boot(kernel: str, preset: Preset, guest_cmd: str, timeout: float,
     else:
         dmesg = with_console_ends(dmesg, console_text)
     return RunResult(status, output, dmesg, scan_dmesg(dmesg), timed_out,
-                     console_text, died)
+                     console_text, died, monitor=watch.result())
+
+
+class _Monitor:
+    """run()'s monitor in its thread: started with the guest, stopped
+    and joined when the guest is gone, its exception passed on."""
+
+    def __init__(self, fn, outdir: str):
+        self.fn, self.outdir = fn, outdir
+        self.done = threading.Event()
+        self.thread = None
+        self.value = self.error = None
+
+    def start(self, session: int) -> None:
+        if self.fn is None:
+            return
+
+        def body():
+            try:
+                self.value = self.fn(session, self.outdir, self.done)
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                self.error = e
+        self.thread = threading.Thread(target=body, name="vm-monitor", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread:
+            self.thread.join()
+
+    def result(self):
+        if self.error is not None:
+            raise VMError(f"the run's monitor failed: {self.error}") from self.error
+        return self.value
 
 
 class _Parser(ToolParser):
@@ -611,6 +683,38 @@ def presets_table() -> str:
         numa = f", {pr.numa_nodes} nodes" if pr.numa_nodes > 1 else ""
         rows.append((pr.name, pr.cpus, pr.smp(), pr.description + numa))
     return "\n".join(format_table(rows, left=(0, 2, 3)))
+
+
+def _quantum(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of ns, not {text!r}") from None
+
+
+def add_lab_arguments(p: argparse.ArgumentParser) -> None:
+    """--qemu, --clock, --quantum, --steal-time (docs/lab.md)."""
+    g = p.add_argument_group("QEMU and clock (docs/lab.md)")
+    g.add_argument("--qemu", default="stock", metavar="stock|lab|PATH",
+                   help="Debian's QEMU (default), the lab QEMU (`make qemu`), or a binary")
+    g.add_argument("--clock", choices=labmod.CLOCKS,
+                   help="host: multi-threaded TCG, the host's time; icount: one "
+                   "instruction per ns, the sum of all vCPUs' work; parallel (lab "
+                   "QEMU): one instruction per ns on each vCPU as if each had a "
+                   "CPU (default: host, or what --qemu-opts' -icount says)")
+    g.add_argument("--quantum", type=_quantum, metavar="NS",
+                   help=f"the parallel clock's turn (default {labmod.DEFAULT_QUANTUM_NS})")
+    g.add_argument("--steal-time", action=argparse.BooleanOptionalAction, default=None,
+                   help="KVM steal time for the guest (lab QEMU, host clock; "
+                   "default: on there, off elsewhere)")
+
+
+def lab_from_args(args: argparse.Namespace) -> tuple[labmod.Lab, list[str]]:
+    """resolve_lab() from the options of add_lab_arguments(); the QEMU
+    options returned include args.qemu_opts."""
+    lab, extra = resolve_lab(args.qemu, args.clock, args.quantum, args.steal_time,
+                             args.qemu_opts)
+    return lab, list(args.qemu_opts) + extra
 
 
 RUN_EPILOG = """\
@@ -647,6 +751,7 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--qemu-opts", action="append", default=[], metavar="OPTS",
                    help="extra QEMU arguments, e.g. '-icount shift=0,sleep=off' "
                    "(repeatable; see docs/steal.md on icount)")
+    add_lab_arguments(r)
     r.add_argument("--keep", metavar="DIR",
                    help="copy the guest's dmesg and $SCHEDSTEAL_OUT files here")
     r.add_argument("--status-file", metavar="FILE",
@@ -684,17 +789,20 @@ def main(argv: list[str] | None = None) -> int:
         if not cmd:
             raise VMError("no guest command given (schedsteal-vm run ... -- CMD)")
         guest_cmd = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
+        lab, qemu_opts = lab_from_args(args)
         if args.dry_run:
             print(shlex.join(vng_command(args.kernel, PRESETS[args.preset],
                                          "OUTDIR", guest_cmd, args.append,
-                                         qemu_opts=args.qemu_opts)))
+                                         qemu_opts=qemu_opts, qemu=lab.binary)))
             return 0
         if status_file:
             Path(status_file).touch()  # fail now, not after the run
-        print(f"vm: booting {args.kernel} on {args.preset}", file=sys.stderr)
+        print(f"vm: booting {args.kernel} on {args.preset} ({lab.qemu} QEMU, "
+              f"{lab.clock} clock{', steal time' if lab.steal_time else ''})",
+              file=sys.stderr)
         try:
             res = run(args.kernel, args.preset, guest_cmd, args.timeout,
-                      args.append, args.keep, echo=True, qemu_opts=args.qemu_opts)
+                      args.append, args.keep, echo=True, qemu_opts=qemu_opts, lab=lab)
         except BaseException:
             if status_file:
                 Path(status_file).unlink(missing_ok=True)

@@ -1,0 +1,170 @@
+"""schedsteal.lab and its wiring into schedsteal-vm: which QEMU and clock
+a boot runs under, the options they add, the refusals, the record."""
+import json
+
+import pytest
+
+from schedsteal import lab, vm
+
+
+@pytest.fixture
+def lab_cache(tmp_path):
+    """A cache directory with a (fake) lab QEMU built in it."""
+    b = lab.lab_binary(tmp_path)
+    b.parent.mkdir(parents=True)
+    b.write_text("#!/bin/sh\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("opts,clock", [
+    ([], "host"),
+    (["-accel tcg,thread=single"], "host"),
+    (["-icount shift=0,sleep=off"], "icount"),
+    (["-icount shift=0,sleep=off,parallel=on,quantum=2000"], "parallel"),
+    (["-icount shift=0,parallel=off"], "icount"),
+    (["-icount shift=0,sleep=off,parallel=on", "-icount shift=0"], "icount"),
+])
+def test_clock_of_reads_the_last_icount(opts, clock):
+    assert lab.clock_of(opts) == clock
+
+
+def test_default_is_stock_qemu_and_the_host_clock():
+    got, extra = lab.resolve()
+    assert (got.qemu, got.binary, got.clock, got.steal_time) == ("stock", None, "host", False)
+    assert extra == []
+    assert got.record() == {"qemu": "stock", "qemu_binary": None, "clock": "host",
+                            "quantum_ns": None, "steal_time": False}
+
+
+def test_lab_qemu_on_the_host_clock_shows_steal_time(lab_cache):
+    got, extra = lab.resolve("lab", cache=lab_cache)
+    assert got.binary == str(lab.lab_binary(lab_cache))
+    assert got.clock == "host" and got.steal_time
+    assert extra == [lab.STEAL_TIME_CPU, lab.THREAD_NAMES]
+
+
+def test_parallel_clock_options_and_record(lab_cache):
+    got, extra = lab.resolve("lab", "parallel", quantum_ns=2000, cache=lab_cache)
+    assert extra == ["-icount shift=0,sleep=off,parallel=on,quantum=2000"]
+    assert not got.steal_time
+    rec = got.record()
+    assert rec["clock"] == "parallel" and rec["quantum_ns"] == 2000
+    # The default quantum is recorded as a number too.
+    rec = lab.resolve("lab", "parallel", cache=lab_cache)[0].record()
+    assert rec["quantum_ns"] == lab.DEFAULT_QUANTUM_NS
+
+
+def test_icount_clock_works_with_stock_qemu():
+    got, extra = lab.resolve("stock", "icount")
+    assert extra == ["-icount shift=0,sleep=off"] and got.clock == "icount"
+
+
+def test_clock_given_by_raw_options_adds_nothing_but_steal_time(lab_cache):
+    got, extra = lab.resolve("lab", None, qemu_opts=["-icount shift=0,sleep=off,parallel=on"],
+                             cache=lab_cache)
+    assert got.clock == "parallel" and extra == []
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(clock="parallel"), "needs the lab QEMU"),
+    (dict(qemu_opts=["-icount shift=0,sleep=off,parallel=on"]), "needs the lab QEMU"),
+    (dict(clock="wall"), "unknown clock"),
+    (dict(clock="icount", qemu_opts=["-icount shift=0"]), "not both"),
+    (dict(clock="icount", quantum_ns=100), "--quantum needs --clock parallel"),
+    (dict(steal_time=True), "no steal time"),
+    (dict(qemu="/nonexistent/qemu"), "not found"),
+])
+def test_combinations_that_cannot_work_are_refused(kwargs, message):
+    with pytest.raises(lab.LabError, match=message):
+        lab.resolve(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(clock="parallel", quantum_ns=0), "1 to"),
+    (dict(clock="parallel", quantum_ns=lab.MAX_QUANTUM_NS + 1), "1 to"),
+    (dict(clock="icount", steal_time=True), "only the host clock"),
+    (dict(qemu_opts=["-cpu qemu64"]), "drop -cpu"),
+])
+def test_lab_refusals(lab_cache, kwargs, message):
+    with pytest.raises(lab.LabError, match=message):
+        lab.resolve("lab", cache=lab_cache, **kwargs)
+
+
+def test_lab_qemu_not_built_is_named(tmp_path):
+    with pytest.raises(lab.LabError, match="make qemu"):
+        lab.resolve("lab", cache=tmp_path)
+
+
+def test_runs_under_one_clock_pass():
+    rec = {"clock": "parallel", "qemu": "lab", "quantum_ns": 4000, "steal_time": False}
+    assert lab.check_same_clock([rec, dict(rec)]) == rec
+    # Runs recorded before the lab existed count as the host clock.
+    assert lab.check_same_clock([None, {"clock": "host", "qemu": "stock"}])["clock"] == "host"
+
+
+@pytest.mark.parametrize("other", [
+    {"clock": "icount", "qemu": "lab", "quantum_ns": None, "steal_time": False},
+    {"clock": "parallel", "qemu": "lab", "quantum_ns": 2000, "steal_time": False},
+    None,
+])
+def test_runs_under_different_clocks_are_refused(other):
+    rec = {"clock": "parallel", "qemu": "lab", "quantum_ns": 4000, "steal_time": False}
+    with pytest.raises(lab.LabError, match="different clocks"):
+        lab.check_same_clock([rec, other], "boots")
+
+
+def test_read_record(tmp_path):
+    assert lab.read_record(tmp_path) is None
+    (tmp_path / lab.LAB_FILE).write_text(json.dumps({"clock": "icount"}))
+    assert lab.read_record(tmp_path) == {"clock": "icount"}
+
+
+# The wiring into schedsteal-vm.
+
+def test_vm_dry_run_passes_the_lab_qemu_and_its_options(lab_cache, monkeypatch, capsys):
+    monkeypatch.setattr(vm, "cache_dir", lambda: lab_cache)
+    rc = vm.main(["run", "--kernel", "bzImage", "--preset", "smp2", "--qemu", "lab",
+                  "--clock", "parallel", "--quantum", "3000", "--dry-run", "--", "true"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert f"--qemu {lab.lab_binary(lab_cache)}" in out
+    assert "'--qemu-opts=-icount shift=0,sleep=off,parallel=on,quantum=3000'" in out
+
+
+def test_vm_dry_run_with_lab_qemu_adds_steal_time(lab_cache, monkeypatch, capsys):
+    monkeypatch.setattr(vm, "cache_dir", lambda: lab_cache)
+    assert vm.main(["run", "--kernel", "k", "--qemu", "lab", "--dry-run", "--", "true"]) == 0
+    assert "'--qemu-opts=-cpu max,kvm-steal-time=on'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--clock", "parallel"], "needs the lab QEMU"),
+    (["--quantum", "x"], "whole number"),
+    (["--clock", "sundial"], "invalid choice"),
+    (["--steal-time"], "no steal time"),
+])
+def test_vm_refuses_bad_lab_choices_with_status_2(argv, message, capsys):
+    rc = vm.main(["run", "--kernel", "k", *argv, "--dry-run", "--", "true"])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_records_the_lab_for_the_guest(tmp_path, monkeypatch):
+    """vm.run writes lab.json where the guest (and --keep) find it, and
+    returns the record with the result."""
+    seen = {}
+
+    def fake_boot(kernel, preset, guest_cmd, timeout, append, echo, vng, outdir,
+                  qemu_opts, qemu, monitor):
+        seen["record"] = lab.read_record(outdir)
+        seen["opts"], seen["qemu"] = qemu_opts, qemu
+        return vm.RunResult(0, "", "[ 0.0] Linux version", [], False)
+
+    kernel = tmp_path / "bzImage"
+    kernel.write_text("")
+    monkeypatch.setattr(vm, "_boot", fake_boot)
+    res = vm.run(str(kernel), "smp2", "true", qemu_opts=["-icount shift=0,sleep=off"],
+                 keep=str(tmp_path / "keep"))
+    assert seen["record"]["clock"] == "icount" and seen["qemu"] is None
+    assert res.lab == seen["record"]
+    assert lab.read_record(tmp_path / "keep")["clock"] == "icount"
