@@ -5,6 +5,7 @@ that writes what a guest's ``abbench run`` (A alone) would."""
 import json
 import os
 import types
+from pathlib import Path
 
 import pytest
 from schedsteal import kernelab
@@ -225,3 +226,36 @@ def test_two_jump_label_kernels_are_compared(tmp_path):
     args = make_args(tmp_path, a_kernel=jump_label_tree(tmp_path, "a", True),
                      b_kernel=jump_label_tree(tmp_path, "b", True))
     kernelab.check_run_args(args)
+
+
+BOOTS_DIFFER = Path(__file__).parent / "fixtures" / "kernelab" / "boots-differ.json"
+
+
+def test_report_leads_with_the_boot_mean_verdict(capsys):
+    """Boots that differ more than runs: the pooled runs read significant
+    (p 0.006), the boot means do not (p 0.32). The boot-mean verdict must
+    come first and be the one named; the pooled table is labelled so."""
+    assert kernelab.main(["report", str(BOOTS_DIFFER)]) == 0
+    out = capsys.readouterr().out
+    head = "\n".join(out.splitlines()[:6])
+    assert "boot means" in head and "read this one" in head
+    assert "not significant" in head and "significant)" not in head
+    [row] = [line for line in out.splitlines()[:6] if line.startswith("g=2")]
+    assert "(" in row and "*" not in row    # the verdict's %chg: not significant
+    pooled = out.index("pooled runs (within-boot)")
+    assert pooled > out.index("not significant")
+    assert out.index("B worse (significant)") > pooled
+    assert "not the verdict" in out[pooled:out.index("B worse (significant)")]
+
+    assert kernelab.main(["report", str(BOOTS_DIFFER), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    verdict = rep["verdict"]
+    assert "boot means" in verdict["test"]
+    [entry] = verdict["params"]
+    assert entry["param"] == 2 and entry["verdict"] == "not significant"
+    assert entry["significant"] is False
+    assert entry["p_value"] == pytest.approx(0.3236, abs=1e-4)
+    assert entry["pct_change"] == pytest.approx(-25.81, abs=0.01)
+    # the pooled test is still there, and says it is not the verdict
+    assert rep["params"][0]["verdict"] == "B worse (significant)"
+    assert "not the verdict" in verdict["pooled_note"]

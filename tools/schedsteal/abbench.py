@@ -390,17 +390,22 @@ def _fmt_pct(pct: float | None, star: bool) -> str:
     return f"*{body:>8}*" if star else f"({body:>8})"
 
 
-def format_report(rep: dict) -> str:
-    """mmtests compare-kernels style text for an ``analyze`` result."""
+def format_report(rep: dict, pooled: bool = False) -> str:
+    """mmtests compare-kernels style text for an ``analyze`` result.
+    ``pooled``: the runs come from several boots (kernelab), which this
+    table pools: it then has no title line of its own and names its test
+    "pooled result", not "verdict"."""
     key = rep["param_key"]
     labels = [rep["settings"][s]["name"] for s in SIDES]
     direction = "higher" if rep["higher_is_better"] else "lower"
     order = f"; run order {rep['order']}" if rep.get("order") else ""
     if rep.get("seed") is not None:
         order += f", seed {rep['seed']}"
-    lines = [f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})",
-             f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
-             "(Welch t-test), (x%) = not significant"]
+    on = " on the pooled runs" if pooled else ""
+    lines = [] if pooled else [
+        f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})"]
+    lines.append(f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
+                 f"(Welch t-test{on}), (x%) = not significant")
     if not rep.get("complete", True):
         lines.append("WARNING: the run did not complete; partial results")
     rows = []
@@ -427,11 +432,12 @@ def format_report(rep: dict) -> str:
         lines.append(f"{head:<{head_w}}" + "".join(
             f"{v:>{col_w - 11}} {p}" for v, p in cells))
 
+    verdict = "pooled result" if pooled else "verdict"
     lines += ["", f"Significance (two-sided, alpha {rep['alpha']:g}): p(Welch) and the "
-              "verdict: Welch's t-test on all runs;",
+              f"{verdict}: Welch's t-test on all runs{' of all boots' if pooled else ''};",
               "p(paired): paired t-test on each round's B-A difference"]
     p_rows = [("", "n(A)", "n(B)", "fail(A)", "fail(B)", "p(Welch)", "pairs",
-               "p(paired)", "verdict")]
+               "p(paired)", verdict)]
     for entry in rep["params"]:
         p = entry["B"]["p_value"]
         paired = entry.get("paired") or {"pairs": 0, "p_value": None}
