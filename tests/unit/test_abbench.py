@@ -844,3 +844,26 @@ def test_run_a_alone_refuses_b_options(capsys, guest, fake_schedstat, extra):
                         *guest.args, *extra)
     assert rc == 2 and "only go with --b" in err
     assert not guest.out.exists()
+
+
+KERNELAB_RESULTS = FIXTURES / "kernelab" / "boots-differ.json"
+
+
+def test_report_warns_on_a_kernelab_file(capsys):
+    """A kernelab file is an abbench results file, but abbench's verdict
+    pools the runs of every boot: one warning line pointing to kernelab
+    report, and the table still printed (the note says it too)."""
+    rc, out, err = cli(capsys, "report", KERNELAB_RESULTS)
+    assert rc == 0
+    assert err.count("\n") == 1 and err.startswith("abbench: warning: ")
+    assert "kernelab report" in err and "boot means" in err
+    assert "Amean    g=2" in out and "B worse (significant)" in out
+    assert "note: " in out and "kernelab report" in out
+    rc, out, err = cli(capsys, "report", KERNELAB_RESULTS, "--json")
+    assert rc == 0 and "kernelab report" in err
+    assert any("kernelab report" in n for n in json.loads(out)["notes"])
+
+
+def test_report_does_not_warn_on_its_own_results(capsys, fake_schedstat):
+    rc, _out, err = cli(capsys, "report", RESULTS)
+    assert rc == 0 and err == ""

@@ -60,6 +60,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 
 from . import schedstat, schedtrace, stats
@@ -558,8 +559,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     """The ``report`` subcommand."""
     if not 0 < args.alpha < 1:
         raise AbbenchError("--alpha must be between 0 and 1")
-    rep = analyze(load_results(args.file), args.alpha,
-                  os.path.dirname(os.path.abspath(args.file)))
+    doc = load_results(args.file)
+    rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
+    if doc.get("kind") == "kernelab":
+        # Its runs come from several boots: pooled, they make p too small.
+        note = (f"{args.file} is a kernelab file: this table pools the runs of all "
+                "boots; the verdict from the boot means is "
+                f"`kernelab report {shlex.quote(args.file)}`")
+        print(f"abbench: warning: {note}", file=sys.stderr)
+        rep["notes"].append(note)
     if args.plot:
         plot(rep, args.plot)
     if args.json_out:
