@@ -571,6 +571,29 @@ def test_report_plot(capsys, fake_schedstat, tmp_path):
     assert "Amean" in out
 
 
+@pytest.mark.parametrize("suffix, magic", [
+    (".png", b"\x89PNG"), (".jpg", b"\xff\xd8\xff"), (".JPEG", b"\xff\xd8\xff"),
+    (".svg", b"<?xml"), (".pdf", b"%PDF"),
+])
+def test_report_plot_writes_the_format_its_suffix_names(capsys, fake_schedstat, tmp_path,
+                                                         suffix, magic):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / f"plot{suffix}"
+    rc, _out, err = cli(capsys, "report", RESULTS, "--plot", path)
+    assert rc == 0, err
+    assert path.read_bytes().startswith(magic)
+
+
+@pytest.mark.parametrize("name", ["plot.gif", "plot", "plot.png.txt"])
+def test_report_plot_refuses_an_unsupported_suffix(capsys, fake_schedstat, tmp_path, name):
+    path, js = tmp_path / name, tmp_path / "rep.json"
+    rc, out, err = cli(capsys, "report", RESULTS, "--plot", path, "--json-out", js)
+    assert (rc, out) == (2, "")
+    assert err.startswith(f"abbench: error: --plot {path}: ") and err.count("\n") == 1
+    assert ".png" in err and ".jpg" in err and ".svg" in err and ".pdf" in err
+    assert not path.exists() and not js.exists()
+
+
 def test_report_plot_without_matplotlib(capsys, fake_schedstat, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rc, _out, err = cli(capsys, "report", RESULTS, "--plot", tmp_path / "p.png")

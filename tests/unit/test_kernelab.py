@@ -137,6 +137,16 @@ def test_cli_report_plot(tmp_path, capsys):
     assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"),
                           "--plot", str(tmp_path / "no" / "such" / "x.png")]) != 0
     assert "cannot write" in capsys.readouterr().err
+    # The suffix names the format; one matplotlib cannot write is refused.
+    jpg = tmp_path / "kab.jpg"
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"), "--plot", str(jpg)]) == 0
+    assert jpg.read_bytes()[:3] == b"\xff\xd8\xff"
+    capsys.readouterr()
+    gif = tmp_path / "kab.gif"
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"), "--plot", str(gif)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"kernelab: error: --plot {gif}: ")
+    assert not gif.exists()
 
 
 @pytest.mark.parametrize("stub, message", [

@@ -63,7 +63,7 @@ import os
 import shlex
 import sys
 
-from . import schedstat, schedtrace, stats
+from . import plots, schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
@@ -492,30 +492,9 @@ def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
     return rows
 
 
-def pyplot():
-    """matplotlib.pyplot on the file-only backend, or a clear error."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise AbbenchError("--plot needs matplotlib (pip install matplotlib)") from None
-    return plt
-
-
-def save_png(plt, fig, path: str) -> None:
-    """Write fig to path as a PNG and close it; a clear error if it cannot."""
-    try:
-        fig.savefig(path, format="png", dpi=100)
-    except OSError as exc:
-        raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-
-
 def plot(rep: dict, path: str) -> None:
     """Write a PNG: per-run values per param, one series per setting."""
-    plt = pyplot()
+    plt = plots.pyplot()
     from matplotlib.ticker import MaxNLocator
     entries = rep["params"]
     fig, axes = plt.subplots(len(entries), 1, squeeze=False,
@@ -552,13 +531,15 @@ def plot(rep: dict, path: str) -> None:
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
                  " is better; dashed = the mean named in each title)", fontsize=10)
     fig.tight_layout()
-    save_png(plt, fig, path)
+    plots.save(plt, fig, path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """The ``report`` subcommand."""
     if not 0 < args.alpha < 1:
         raise AbbenchError("--alpha must be between 0 and 1")
+    if args.plot:
+        plots.plot_format(args.plot)
     doc = load_results(args.file)
     rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
     if doc.get("kind") == "kernelab":
@@ -596,7 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="compare A and B from a results file")
     rep.add_argument("file", metavar="FILE.json")
     rep.add_argument("--json", action="store_true", help="print JSON")
-    rep.add_argument("--plot", metavar="OUT.png", help="write a PNG plot")
+    rep.add_argument("--plot", metavar="OUT.png",
+                     help="plot each setting's runs, mean and 95%% confidence interval; "
+                     "the suffix names the format: " + ", ".join(plots.FORMATS))
     rep.add_argument("--json-out", metavar="OUT.json",
                      help="also write the JSON report to OUT.json (one analysis "
                           "for both: traces are read once)")

@@ -37,7 +37,7 @@ import shlex
 import sys
 import time
 
-from . import abbench, stats, vm
+from . import abbench, plots, stats, vm
 from .cli import ToolParser, run_subcommand
 from .guest import workloads as wl
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES, parse_params, write_json
@@ -236,10 +236,10 @@ def format_report(rep: dict) -> str:
 
 
 def plot(rep: dict, path: str) -> None:
-    """Write a PNG: per param, every run's value over the boots in the
+    """Write a plot: per param, every run's value over the boots in the
     order they ran, one colour per kernel, each boot's mean as a bar. Runs
     that scatter less than the bars move show boot-to-boot noise."""
-    plt = abbench.pyplot()
+    plt = plots.pyplot()
     colors = {"A": "tab:blue", "B": "tab:orange"}
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     entries = rep["between_boots"]
@@ -273,7 +273,7 @@ def plot(rep: dict, path: str) -> None:
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
                  " is better; bar = the boot's mean)", fontsize=10)
     fig.tight_layout()
-    abbench.save_png(plt, fig, path)
+    plots.save(plt, fig, path)
 
 
 # --- run ---------------------------------------------------------------------
@@ -369,6 +369,8 @@ def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise KernelabError("--alpha must be between 0 and 1")
+    if args.plot:
+        plots.plot_format(args.plot)
     doc = abbench.load_results(args.file)
     if doc.get("kind") != "kernelab" or not isinstance(doc.get("boots"), list):
         raise KernelabError(f"{args.file}: not a kernelab results file "
@@ -426,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--alpha", type=float, default=0.05,
                      help="significance level (default: %(default)s)")
     rep.add_argument("--plot", metavar="OUT.png",
-                     help="write a PNG: each run per boot, the boot means as bars")
+                     help="plot each run per boot, the boot means as bars; the "
+                     "suffix names the format: " + ", ".join(plots.FORMATS))
     rep.set_defaults(func=cmd_report)
     return parser
 
