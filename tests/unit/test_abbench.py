@@ -17,7 +17,7 @@ import types
 from pathlib import Path
 
 import pytest
-from schedsteal import abbench, schedstat, schedtrace, stats
+from schedsteal import abbench, plots, schedstat, schedtrace, stats
 from schedsteal.guest import kernel, runner, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -569,6 +569,38 @@ def test_report_plot(capsys, fake_schedstat, tmp_path):
     assert rc == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Amean" in out
+
+
+def test_plot_shows_each_setting_s_runs_and_mean_with_ci(fake_schedstat):
+    """Per param, a column per setting: every run a point, the Amean with
+    its 95% confidence interval as an error bar; not a time series."""
+    pytest.importorskip("matplotlib")
+    rep = abbench.analyze(abbench.load_results(RESULTS))
+    fig = abbench.figure(rep)
+    try:
+        assert len(fig.axes) == len(rep["params"])
+        for ax, entry in zip(fig.axes, rep["params"]):
+            ticks = [t.get_text() for t in ax.get_xticklabels()]
+            assert ticks == [f"{s}: {rep['settings'][s]['name']}" for s in "AB"]
+            assert ax.get_xlabel() != "run"
+            assert not [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "")]
+            for x, side in enumerate("AB"):
+                cell = entry[side]
+                points = [y for ln in ax.get_lines() if ln.get_marker() == "o"
+                          for xx, y in zip(ln.get_xdata(), ln.get_ydata())
+                          if abs(xx - x) < 0.3]
+                assert sorted(points) == pytest.approx(sorted(cell["values"]))
+                [bars] = [c for c in ax.containers if c.get_label().startswith(side)]
+                mean_line, _caps, ci_lines = bars.lines
+                assert mean_line.get_ydata()[0] == pytest.approx(cell["amean"])
+                if cell["ci95"] is None:    # one run (g=4): no interval
+                    assert ci_lines == ()
+                else:
+                    [(lo, hi)] = [sorted(seg[:, 1]) for seg in ci_lines[0].get_segments()]
+                    assert lo == pytest.approx(cell["amean"] - cell["ci95"])
+                    assert hi == pytest.approx(cell["amean"] + cell["ci95"])
+    finally:
+        plots.pyplot().close(fig)
 
 
 @pytest.mark.parametrize("suffix, magic", [

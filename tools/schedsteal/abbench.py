@@ -492,46 +492,56 @@ def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
     return rows
 
 
-def plot(rep: dict, path: str) -> None:
-    """Write a PNG: per-run values per param, one series per setting."""
+COLORS = {"A": "tab:blue", "B": "tab:orange"}
+
+
+def _runs_and_ci(ax, x: float, cell: dict, color: str, label: str) -> None:
+    """One setting's column: each run a point (spread sideways, in run
+    order, so equal values stay apart), and beside them the Amean with its
+    95% confidence interval (none for a single run)."""
+    vals = cell["values"]
+    n = len(vals)
+    xs = [x - 0.15 + (0.3 * i / (n - 1) if n > 1 else 0.15) for i in range(n)]
+    ax.plot(xs, vals, "o", linestyle="None", color=color, alpha=0.6)
+    if cell["amean"] is not None:
+        ax.errorbar([x + 0.3], [cell["amean"]], yerr=cell["ci95"], fmt="D", color=color,
+                    capsize=5, label=f"{label}: Amean and 95% CI")
+
+
+def figure(rep: dict):
+    """The plot of an ``analyze`` result: per param, each setting's runs
+    and their mean with its 95% confidence interval."""
     plt = plots.pyplot()
-    from matplotlib.ticker import MaxNLocator
     entries = rep["params"]
-    fig, axes = plt.subplots(len(entries), 1, squeeze=False,
-                             figsize=(8, 2.8 * max(1, len(entries))))
-    colors = {"A": "tab:blue", "B": "tab:orange"}
-    for ax, entry in zip(axes[:, 0], entries):
-        for side in SIDES:
-            cell = entry[side]
-            label = rep["settings"][side]["name"]
-            runs = [n + 1 if i is None else i + 1  # 1-based, as in the progress
-                    for n, i in enumerate(cell["indices"])]
-            ax.plot(runs, cell["values"], "o-", color=colors[side],
-                    label=f"{side}: {label}", alpha=0.8)
-            if cell["mean"] is not None:
-                ax.axhline(cell["mean"], color=colors[side], linestyle="--",
-                           linewidth=1)
+    fig, axes = plt.subplots(1, len(entries), squeeze=False,
+                             figsize=(1.5 + 3.2 * max(1, len(entries)), 4.5))
+    names = [f"{s}: {rep['settings'][s]['name']}" for s in SIDES]
+    for ax, entry in zip(axes[0], entries):
+        for x, (side, name) in enumerate(zip(SIDES, names)):
+            _runs_and_ci(ax, x, entry[side], COLORS[side], side)
         p = entry["B"]["p_value"]
         pct = entry["B"]["pct_change"]
         title = f"{rep['param_key']}={entry['param']}"
         if pct is not None:
-            title += f": B {pct:+.2f}% on {entry['mean_kind']} (positive = better)"
+            title += f": B {pct:+.2f}%\non {entry['mean_kind']} (+ = better)"
         if p is not None:
             sig = "significant" if entry["B"]["significant"] else "not significant"
-            title += f", p={p:.3g} ({sig})"
+            title += f"\np={p:.3g} ({sig})"
         ax.set_title(title, fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        last = max([len(entry[s]["indices"]) for s in SIDES]
-                   + [i + 1 for s in SIDES for i in entry[s]["indices"] if i is not None]
-                   + [1])
-        ax.set_xlim(0.5, last + 0.5)
-        ax.set_xlabel("run")
+        ax.set_xticks(range(len(SIDES)), names, fontsize=8)
+        ax.set_xlim(-0.5, len(SIDES) - 0.3)
         ax.set_ylabel(rep["unit"] or "value")
-        ax.legend(fontsize=8)
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
-                 " is better; dashed = the mean named in each title)", fontsize=10)
+                 " is better)\npoint = a run; diamond and bar = Amean and its 95% "
+                 "confidence interval", fontsize=10)
     fig.tight_layout()
-    plots.save(plt, fig, path)
+    return fig
+
+
+def plot(rep: dict, path: str) -> None:
+    """Write the plot of an ``analyze`` result to path."""
+    plt = plots.pyplot()
+    plots.save(plt, figure(rep), path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
