@@ -8,6 +8,7 @@ real ones with their fixtures.
 """
 
 import errno
+import gzip
 import json
 import math
 import os
@@ -857,6 +858,18 @@ def test_report_flags_lost_trace_events(capsys, tmp_path):
     rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
     assert rc == 0
     assert "5 trace events were lost" in out
+
+
+def test_report_flags_truncated_traces(capsys, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
+    stored = gzip.compress(HANDMADE.read_bytes(), compresslevel=0)   # cut anywhere
+    (tmp_path / "t.txt.gz").write_bytes(stored[:-300])
+    doc["runs"][0]["trace"] = "t.txt.gz"
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    assert rc == 0
+    assert "note: 1 trace was cut short (a truncated .gz): the trace figures " in out
 
 
 def test_report_trace_without_topology_says_so(capsys, tmp_path):

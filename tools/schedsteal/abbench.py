@@ -246,13 +246,14 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
     if not topo_doc:
         return None, "trace figures unavailable: the results have no topology"
     topo = schedtrace.Topology.from_json(topo_doc)
-    rows, lost = [], 0
+    rows, lost, cut = [], 0, 0
     for r in traced:
         try:
             s = _trace_summary(r, topo, base_dir)
         except schedtrace.TraceError as exc:
             return None, f"trace figures unavailable: {exc}"
         lost += r.get("trace_lost") or s.get("entries_lost") or 0
+        cut += bool(s.get("truncated"))
         rows.append({"idle_pct": s["idle_pct"], "wasted_llc_pct": s["wasted_llc_pct"],
                      "wasted_machine_pct": s["wasted_machine_pct"],
                      "delay_mean_us": s["run_delay"]["all"]["mean_us"],
@@ -264,9 +265,13 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
                      "moved_back": s["migrations"]["moved_back"],
                      "moves_per_task": s["migrations"]["per_task"]})
     means = _amean_by_key(rows, rows[0])
-    note = (f"{lost} trace events were lost: the trace figures are wrong"
-            if lost else None)
-    return means, note
+    notes = []
+    if lost:
+        notes.append(f"{lost} trace events were lost: the trace figures are wrong")
+    if cut:
+        notes.append(f"{cut} trace{' was' if cut == 1 else 's were'} cut short (a truncated "
+                     ".gz): the trace figures cover only the part read")
+    return means, "; ".join(notes) or None
 
 
 def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict:
