@@ -511,6 +511,27 @@ def test_diff_cli(capsys):
     assert data["summary"]["wake"] == {"a": 6000.0, "b": 6000.0, "pct_delta": 0.0}
 
 
+def test_diff_warns_when_the_cpu_counts_differ(tmp_path, capsys):
+    row = [0, 0, 100, 10, 0, 0, 1000, 0, 5]
+    later = [0, 0, 300, 20, 0, 0, 3000, 0, 15]
+    for name, n in (("two.json", 2), ("four.json", 4)):
+        before = mk(16, {c: row for c in range(n)})
+        after = mk(16, {c: later for c in range(n)})
+        (tmp_path / name).write_text(json.dumps(mk_rec(before, after)))
+    a, b = str(tmp_path / "two.json"), str(tmp_path / "four.json")
+    rc, out, err = run_main(capsys, "diff", a, b)
+    assert rc == 0 and "summary" in out
+    assert err == ("schedstat: warning: A has 2 cpus, B has 4: the per-CPU averages "
+                   "come from machines of different sizes\n")
+    rc, out, err = run_main(capsys, "diff", a, b, "--json")
+    assert rc == 0 and "A has 2 cpus, B has 4" in err
+    data = json.loads(out)
+    assert data["warnings"] == ["A has 2 cpus, B has 4: the per-CPU averages come from "
+                                "machines of different sizes"]
+    rc, out, err = run_main(capsys, "diff", a, a, "--json")
+    assert rc == 0 and err == "" and json.loads(out)["warnings"] == []
+
+
 def test_diff_states_its_sign_convention(capsys):
     # abbench's %chg is "+ = B better"; a schedstat counter is neither
     # better nor worse, so diff prints a plain delta under another name and

@@ -604,7 +604,8 @@ def _pct_delta(a, b):
 def diff_reports(a: dict, b: dict) -> dict:
     """Compare two compute_report() results; A is the baseline.
 
-    pct_delta is (B-A)/|A| in percent: + = B higher (see DELTA_CONVENTION)."""
+    pct_delta is (B-A)/|A| in percent: + = B higher (see DELTA_CONVENTION).
+    ``warnings``: what makes the two hard to compare (CPU counts)."""
     def rows(av: dict, bv: dict) -> dict:
         keys = list(dict.fromkeys(list(av) + list(bv)))
         return {k: {"a": av.get(k), "b": bv.get(k),
@@ -612,11 +613,16 @@ def diff_reports(a: dict, b: dict) -> dict:
     order = [k for k, _, _ in SUMMARY_COLUMNS]
     sa = {k: a["summary"][k] for k in order if k in a["summary"]}
     sb = {k: b["summary"][k] for k in order if k in b["summary"]}
+    warnings = []
+    if a["ncpus"] != b["ncpus"]:
+        warnings.append(f"A has {a['ncpus']} cpus, B has {b['ncpus']}: the per-CPU "
+                        "averages come from machines of different sizes")
     return {"a": {"version": a["version"], "ncpus": a["ncpus"], "cmd": a.get("cmd")},
             "b": {"version": b["version"], "ncpus": b["ncpus"], "cmd": b.get("cmd")},
             "summary": rows(sa, sb),
             "cpu_fields": rows({k: v["avg"] for k, v in a["cpu_fields"].items()},
-                               {k: v["avg"] for k, v in b["cpu_fields"].items()})}
+                               {k: v["avg"] for k, v in b["cpu_fields"].items()}),
+            "warnings": warnings}
 
 
 # -------------------------------------------------------------- rendering --
@@ -764,6 +770,7 @@ def cmd_diff(args) -> int:
     _warn_all(a["warnings"], f"{args.a}: ")
     _warn_all(b["warnings"], f"{args.b}: ")
     d = diff_reports(a, b)
+    _warn_all(d["warnings"])
     print(json.dumps(d, indent=2) if args.json else render_diff(d, args.a, args.b))
     return 0
 
