@@ -639,10 +639,15 @@ def test_report_plot_without_matplotlib(capsys, fake_schedstat, tmp_path, monkey
     ('{"format": "other"}', "not an abbench results file"),
     ('{"format": "schedsteal-abbench", "format_version": 99}', "format_version"),
     ('{"format": "schedsteal-abbench", "format_version": 1}', "missing"),
+    ("", "not JSON"),
+    ("[]", "not an abbench results file"),
+    (b"\xff\xfe\x00\x01binary", "not JSON (not UTF-8 text)"),
 ])
 def test_report_bad_input(capsys, tmp_path, content, message):
     path = tmp_path / "r.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     rc, _out, err = cli(capsys, "report", path)
     assert rc == 2 and err.startswith("abbench: error: ") and message in err

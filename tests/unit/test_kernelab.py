@@ -196,6 +196,14 @@ def test_report_refuses_an_abbench_file(tmp_path, capsys):
     assert "not a kernelab results file" in capsys.readouterr().err
 
 
+def test_report_refuses_a_file_that_is_not_json_text(tmp_path, capsys):
+    p = tmp_path / "kab.json"
+    p.write_bytes(b"\xff\xfe\x00\x01binary")
+    assert kernelab.main(["report", str(p)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"kernelab: error: {p}: not JSON (not UTF-8 text)\n"
+
+
 def test_merge_refuses_boots_that_ran_different_workloads():
     one, two = boot_doc([1.0]), boot_doc([1.0], params=(4,))
     boots = [{"pair": 0, "setting": "A", "doc": one, "dir": "d1"},

@@ -96,12 +96,14 @@ SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}")
 def load_results(path: str) -> dict:
     """Read and sanity-check a results file written by ``run``."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except OSError as exc:
         raise AbbenchError(f"cannot read {path}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise AbbenchError(f"{path}: not JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise AbbenchError(f"{path}: not JSON (not UTF-8 text)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AbbenchError(f"{path}: not an abbench results file")
     version = doc.get("format_version")
