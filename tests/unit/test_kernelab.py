@@ -204,6 +204,47 @@ def test_report_refuses_a_file_that_is_not_json_text(tmp_path, capsys):
     assert out == "" and err == f"kernelab: error: {p}: not JSON (not UTF-8 text)\n"
 
 
+def _set_runs(key, value):
+    return lambda d: [r.update({key: value}) for r in d["runs"]]
+
+
+BAD_KERNELAB = {
+    "boot a string": (lambda d: d.update(boots=["a"]), "boot 1: not an object"),
+    "boot without fields": (lambda d: d.update(boots=[{}]),
+                            "boot 1: 'position' must be 0"),
+    "boot out of order": (lambda d: d["boots"][1].update(position=0),
+                          "boot 2: 'position' must be 1"),
+    "boot position string": (lambda d: d["boots"][0].update(position="x"),
+                             "boot 1: 'position' must be 0"),
+    "boot of kernel C": (lambda d: d["boots"][0].update(setting="C"),
+                         "boot 1: 'setting' must be A or B, not 'C'"),
+    "boot pair string": (lambda d: d["boots"][0].update(pair="0"),
+                         "boot 1: 'pair' must be an integer"),
+    "run without boot": (lambda d: [r.pop("boot") for r in d["runs"]],
+                         "run 1: 'boot' must name a boot, not None"),
+    "run of boot '0'": (_set_runs("boot", "0"), "run 1: 'boot' must name a boot, not '0'"),
+    "run of boot 99": (_set_runs("boot", 99), "run 1: 'boot' must name a boot, not 99"),
+    "run of the other kernel": (_set_runs("boot", 1),
+                                "run 1: it is an A run, but boot 2 booted B"),
+    "runs_per_boot string": (lambda d: d.update(runs_per_boot="five"),
+                             "'runs_per_boot' must be an integer"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_KERNELAB))
+def test_report_refuses_a_malformed_kernelab_file(tmp_path, capsys, what):
+    change, message = BAD_KERNELAB[what]
+    doc = json.loads(BOOTS_DIFFER.read_text())
+    change(doc)
+    path, plot = tmp_path / "kab.json", tmp_path / "kab.png"
+    path.write_text(json.dumps(doc))
+    for extra in ([], ["--json"], ["--plot", str(plot)]):
+        assert kernelab.main(["report", str(path), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"kernelab: error: {path}: {message}")
+        assert err.count("\n") == 1 and not plot.exists()
+
+
 def test_merge_refuses_boots_that_ran_different_workloads():
     one, two = boot_doc([1.0]), boot_doc([1.0], params=(4,))
     boots = [{"pair": 0, "setting": "A", "doc": one, "dir": "d1"},

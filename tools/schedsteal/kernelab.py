@@ -112,6 +112,32 @@ def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
     return out
 
 
+def check_boots(doc: dict) -> str | None:
+    """What is wrong with a kernelab file's boots and the runs' boot
+    numbers, or None (abbench.load_results checked the rest): the report
+    must fail with a message, not a traceback or a wrong table."""
+    if doc.get("runs_per_boot") is not None and not abbench._is_int(doc["runs_per_boot"]):
+        return "'runs_per_boot' must be an integer"
+    for n, b in enumerate(doc["boots"]):
+        where = f"boot {n + 1}"
+        if not isinstance(b, dict):
+            return f"{where}: not an object"
+        if not abbench._is_int(b.get("position")) or b["position"] != n:
+            return f"{where}: 'position' must be {n} (the boots in the order they ran)"
+        if b.get("setting") not in SIDES:
+            return f"{where}: 'setting' must be A or B, not {b.get('setting')!r}"
+        if not abbench._is_int(b.get("pair")):
+            return f"{where}: 'pair' must be an integer"
+    for n, run in enumerate(doc["runs"], 1):
+        boot = run.get("boot")
+        if not abbench._is_int(boot) or not 0 <= boot < len(doc["boots"]):
+            return f"run {n}: 'boot' must name a boot, not {boot!r}"
+        if doc["boots"][boot]["setting"] != run["setting"]:
+            return (f"run {n}: it is an {run['setting']} run, but boot {boot + 1} "
+                    f"booted {doc['boots'][boot]['setting']}")
+    return None
+
+
 def boot_means(doc: dict) -> list[dict]:
     """Per param, per boot: its runs' values, n, their mean (Amean) and
     spread."""
@@ -375,6 +401,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if doc.get("kind") != "kernelab" or not isinstance(doc.get("boots"), list):
         raise KernelabError(f"{args.file}: not a kernelab results file "
                             "(abbench report reads one-boot comparisons)")
+    problem = check_boots(doc)
+    if problem:
+        raise KernelabError(f"{args.file}: {problem}")
     rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
     if args.plot:
         plot(rep, args.plot)
