@@ -214,6 +214,28 @@ def test_bad_input_is_a_clear_error(capsys, argv, message):
     assert err.startswith("schedtrace: error: ") and message in err
 
 
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe\x00\x01binary", "not JSON (not UTF-8 text)"),
+    (b"", "not JSON"),
+    (b"[]", "topology: expected an object with llc_groups"),
+    (b"null", "topology: expected an object with llc_groups"),
+    (b'{"numa_nodes": [[0]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": "0-3"}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [["a"]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, -1]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, 1]], "numa_nodes": 5}',
+     "topology: 'numa_nodes' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, 1]], "cpus": 4}', "topology: 'cpus' must be a list of CPUs"),
+])
+def test_bad_topology_file_is_a_clear_error(capsys, tmp_path, content, message):
+    topo = tmp_path / "topo.json"
+    topo.write_bytes(content)
+    assert st.main(["report", str(FIX / "handmade.txt"), "--topology", str(topo)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("schedtrace: error: ") and message in err, err
+
+
 def test_missing_file_is_a_clear_error(capsys):
     assert st.main(["report", "/nonexistent/trace.txt", "--llc", "0-3"]) == 2
     assert "cannot read /nonexistent/trace.txt" in capsys.readouterr().err

@@ -112,18 +112,31 @@ class Topology:
 
     @classmethod
     def from_json(cls, doc: dict):
-        """From guest/topology.py's output (llc_groups, numa_nodes)."""
-        try:
-            return cls.from_groups(doc["llc_groups"], doc.get("numa_nodes"),
-                                   doc.get("cpus"))
-        except (KeyError, TypeError) as exc:
-            raise TraceError(f"topology: expected llc_groups lists ({exc})") from None
+        """From guest/topology.py's output (llc_groups, numa_nodes, cpus)."""
+        if not isinstance(doc, dict):
+            raise TraceError("topology: expected an object with llc_groups "
+                             f"(guest/topology.py's output), not {type(doc).__name__}")
+        for key, optional in (("llc_groups", False), ("numa_nodes", True)):
+            groups = doc.get(key)
+            if not (optional and groups is None) and not (
+                    isinstance(groups, list) and all(map(_is_cpus, groups))):
+                raise TraceError(f"topology: {key!r} must be a list of CPU lists "
+                                 "like [[0, 1], [2, 3]]")
+        if doc.get("cpus") is not None and not _is_cpus(doc["cpus"]):
+            raise TraceError("topology: 'cpus' must be a list of CPUs like [0, 1, 2, 3]")
+        return cls.from_groups(doc["llc_groups"], doc.get("numa_nodes"), doc.get("cpus"))
 
     def llc_of(self, cpu: int) -> int:
         if cpu not in self.llc:     # a CPU the topology did not name
             self.llc[cpu] = -1 - cpu
             self.node.setdefault(cpu, 0)
         return self.llc[cpu]
+
+
+def _is_cpus(x) -> bool:
+    """A list of CPU numbers (non-negative integers)."""
+    return isinstance(x, list) and all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in x)
 
 
 def entries_lost(text: str) -> int | None:
@@ -468,12 +481,14 @@ def topology_from_args(args) -> Topology:
         raise TraceError("--topology and --llc exclude each other")
     if args.topology:
         try:
-            with open(args.topology) as f:
+            with open(args.topology, encoding="utf-8") as f:
                 return Topology.from_json(json.load(f))
         except OSError as exc:
             raise TraceError(f"cannot read {args.topology}: {exc.strerror or exc}") from None
         except json.JSONDecodeError as exc:
             raise TraceError(f"{args.topology}: not JSON: {exc}") from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{args.topology}: not JSON (not UTF-8 text)") from None
     if not args.llc:
         raise TraceError("which CPUs share an LLC? give --topology FILE.json "
                          "or --llc CPULIST per LLC")
