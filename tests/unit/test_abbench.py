@@ -877,6 +877,16 @@ def test_report_flags_truncated_traces(capsys, tmp_path):
     assert "note: 1 trace was cut short (a truncated .gz): the trace figures " in out
 
 
+def test_report_trace_with_a_malformed_topology_says_so(capsys, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc["topology"] = {"llc_groups": "0-3"}
+    doc["runs"][0]["trace"] = str(HANDMADE)
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    assert rc == 0 and "Amean    g=1" in out
+    assert "note: trace figures unavailable: topology: 'llc_groups' must be" in out
+
+
 def test_report_trace_without_topology_says_so(capsys, tmp_path):
     doc = json.loads(RESULTS.read_text())
     doc.pop("topology", None)

@@ -247,13 +247,13 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
     topo_doc = doc.get("topology")
     if not topo_doc:
         return None, "trace figures unavailable: the results have no topology"
-    topo = schedtrace.Topology.from_json(topo_doc)
     rows, lost, cut = [], 0, 0
-    for r in traced:
-        try:
-            s = _trace_summary(r, topo, base_dir)
-        except schedtrace.TraceError as exc:
-            return None, f"trace figures unavailable: {exc}"
+    try:
+        topo = schedtrace.Topology.from_json(topo_doc)
+        summaries = [_trace_summary(r, topo, base_dir) for r in traced]
+    except schedtrace.TraceError as exc:
+        return None, f"trace figures unavailable: {exc}"
+    for r, s in zip(traced, summaries):
         lost += r.get("trace_lost") or s.get("entries_lost") or 0
         cut += bool(s.get("truncated"))
         rows.append({"idle_pct": s["idle_pct"], "wasted_llc_pct": s["wasted_llc_pct"],
