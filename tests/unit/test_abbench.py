@@ -950,3 +950,19 @@ def test_report_warns_on_a_kernelab_file(capsys):
 def test_report_does_not_warn_on_its_own_results(capsys, fake_schedstat):
     rc, _out, err = cli(capsys, "report", RESULTS)
     assert rc == 0 and err == ""
+
+
+@pytest.mark.parametrize("cache", ["[]", '{"format": "other"}', "{not json"])
+def test_report_recomputes_a_trace_summary_cache_it_cannot_use(capsys, tmp_path, cache):
+    doc = json.loads(RESULTS.read_text())
+    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
+    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
+    (tmp_path / "t.txt.summary.json").write_text(cache)
+    os.utime(tmp_path / "t.txt", (0, 0))                  # the cache is newer
+    doc["runs"][0]["trace"] = "t.txt"
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, out, _err = cli(capsys, "report", tmp_path / "r.json", "--json")
+    assert rc == 0
+    assert json.loads(out)["params"][0]["A"]["trace"]["n"] == 1
+    cached = json.loads((tmp_path / "t.txt.summary.json").read_text())
+    assert cached["format"] == schedtrace.FORMAT

@@ -226,9 +226,11 @@ def _trace_summary(run: dict, topo, base_dir: str | None) -> dict:
     cache = path + ".summary.json"
     try:
         if os.path.getmtime(cache) >= os.path.getmtime(path):
-            with open(cache) as f:
-                return json.load(f)
-    except (OSError, json.JSONDecodeError):
+            with open(cache, encoding="utf-8") as f:
+                summary = json.load(f)
+            if isinstance(summary, dict) and summary.get("format") == schedtrace.FORMAT:
+                return summary
+    except (OSError, ValueError):   # JSONDecodeError and UnicodeDecodeError
         pass
     summary = schedtrace.analyze_file(path, topo)
     try:
