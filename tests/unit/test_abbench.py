@@ -761,6 +761,8 @@ BAD_RESULTS = {
     "twice the same round": (lambda d: d["runs"][2].update(index=0), "run 3: A g=1 round 0"),
     "params 5": (lambda d: d.update(params=5), "'params' must be a list of integers"),
     "params strings": (lambda d: d.update(params=["1"]), "'params' must be a list of integers"),
+    "params empty": (lambda d: d.update(params=[]),
+                     "'params' must be a list of integers (one at least)"),
     "settings strings": (lambda d: d.update(settings={"A": "feat:NO_STEAL", "B": "feat:STEAL"}),
                          "settings: A must be an object with a string 'name'"),
     "higher_is_better string": (lambda d: d.update(higher_is_better="no"),

@@ -145,8 +145,9 @@ def _check_results(doc: dict) -> str | None:
         if (not isinstance(settings[side], dict)
                 or not isinstance(settings[side].get("name"), str)):
             return f"settings: {side} must be an object with a string 'name'"
-    if not isinstance(doc["params"], list) or not all(_is_int(p) for p in doc["params"]):
-        return "'params' must be a list of integers"
+    if (not isinstance(doc["params"], list) or not doc["params"]
+            or not all(_is_int(p) for p in doc["params"])):
+        return "'params' must be a list of integers (one at least)"
     if not isinstance(doc["runs"], list):
         return "'runs' must be a list"
     key = doc.get("param_key", "p")
