@@ -855,46 +855,44 @@ def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
     assert "x_llc" in out and "x_node" in out
 
 
-def test_report_flags_lost_trace_events(capsys, tmp_path):
+LLC2 = {"llc_groups": [[0, 1], [2, 3]]}
+
+
+def report_traced(capsys, tmp_path, trace, topology, *argv, **run):
+    """abbench report of RESULTS with its first run traced in `trace`
+    (relative to the results), under `topology` (None: no topology)."""
     doc = json.loads(RESULTS.read_text())
-    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
-    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
-    doc["runs"][0]["trace"] = "t.txt"
-    doc["runs"][0]["trace_lost"] = 5
+    doc.pop("topology", None)
+    if topology is not None:
+        doc["topology"] = topology
+    doc["runs"][0].update(trace=trace, **run)
     (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    return cli(capsys, "report", tmp_path / "r.json", *argv)
+
+
+def test_report_flags_lost_trace_events(capsys, tmp_path):
+    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt", LLC2, trace_lost=5)
     assert rc == 0
     assert "5 trace events were lost" in out
 
 
 def test_report_flags_truncated_traces(capsys, tmp_path):
-    doc = json.loads(RESULTS.read_text())
-    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
     stored = gzip.compress(HANDMADE.read_bytes(), compresslevel=0)   # cut anywhere
     (tmp_path / "t.txt.gz").write_bytes(stored[:-300])
-    doc["runs"][0]["trace"] = "t.txt.gz"
-    (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt.gz", LLC2)
     assert rc == 0
     assert "note: 1 trace was cut short (a truncated .gz): the trace figures " in out
 
 
 def test_report_trace_with_a_malformed_topology_says_so(capsys, tmp_path):
-    doc = json.loads(RESULTS.read_text())
-    doc["topology"] = {"llc_groups": "0-3"}
-    doc["runs"][0]["trace"] = str(HANDMADE)
-    (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    rc, out, _err = report_traced(capsys, tmp_path, str(HANDMADE), {"llc_groups": "0-3"})
     assert rc == 0 and "Amean    g=1" in out
     assert "note: trace figures unavailable: topology: 'llc_groups' must be" in out
 
 
 def test_report_trace_without_topology_says_so(capsys, tmp_path):
-    doc = json.loads(RESULTS.read_text())
-    doc.pop("topology", None)
-    doc["runs"][0]["trace"] = str(HANDMADE)
-    (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    rc, out, _err = report_traced(capsys, tmp_path, str(HANDMADE), None)
     assert rc == 0 and "the results have no topology" in out
 
 
@@ -956,14 +954,10 @@ def test_report_does_not_warn_on_its_own_results(capsys, fake_schedstat):
 
 @pytest.mark.parametrize("cache", ["[]", '{"format": "other"}', "{not json"])
 def test_report_recomputes_a_trace_summary_cache_it_cannot_use(capsys, tmp_path, cache):
-    doc = json.loads(RESULTS.read_text())
-    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
     (tmp_path / "t.txt").write_text(HANDMADE.read_text())
     (tmp_path / "t.txt.summary.json").write_text(cache)
     os.utime(tmp_path / "t.txt", (0, 0))                  # the cache is newer
-    doc["runs"][0]["trace"] = "t.txt"
-    (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json", "--json")
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt", LLC2, "--json")
     assert rc == 0
     assert json.loads(out)["params"][0]["A"]["trace"]["n"] == 1
     cached = json.loads((tmp_path / "t.txt.summary.json").read_text())
