@@ -67,7 +67,7 @@ from . import plots, schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
-from .cli import ToolParser, run_subcommand
+from .cli import ToolParser, read_json, run_subcommand
 from .table import format_table
 
 REPORT_FORMAT = "schedsteal-abbench-report"
@@ -95,15 +95,7 @@ SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}")
 
 def load_results(path: str) -> dict:
     """Read and sanity-check a results file written by ``run``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise AbbenchError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise AbbenchError(f"{path}: not JSON: {exc}") from None
-    except UnicodeDecodeError:
-        raise AbbenchError(f"{path}: not JSON (not UTF-8 text)") from None
+    doc = read_json(path, AbbenchError)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AbbenchError(f"{path}: not an abbench results file")
     version = doc.get("format_version")

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 from . import stats
 from .cpulist import parse_cpulist
-from .cli import ToolParser
+from .cli import ToolParser, read_json
 from .guest.trace import SCHED_EVENTS
 from .table import format_table
 
@@ -480,15 +480,7 @@ def topology_from_args(args) -> Topology:
     if args.topology and args.llc:
         raise TraceError("--topology and --llc exclude each other")
     if args.topology:
-        try:
-            with open(args.topology, encoding="utf-8") as f:
-                return Topology.from_json(json.load(f))
-        except OSError as exc:
-            raise TraceError(f"cannot read {args.topology}: {exc.strerror or exc}") from None
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{args.topology}: not JSON: {exc}") from None
-        except UnicodeDecodeError:
-            raise TraceError(f"{args.topology}: not JSON (not UTF-8 text)") from None
+        return Topology.from_json(read_json(args.topology, TraceError))
     if not args.llc:
         raise TraceError("which CPUs share an LLC? give --topology FILE.json "
                          "or --llc CPULIST per LLC")
