@@ -519,7 +519,7 @@ def figure(rep: dict):
                              figsize=(1.5 + 3.2 * max(1, len(entries)), 4.5))
     names = [f"{s}: {rep['settings'][s]['name']}" for s in SIDES]
     for ax, entry in zip(axes[0], entries):
-        for x, (side, name) in enumerate(zip(SIDES, names)):
+        for x, side in enumerate(SIDES):
             _runs_and_ci(ax, x, entry[side], COLORS[side], side)
         p = entry["B"]["p_value"]
         pct = entry["B"]["pct_change"]

@@ -266,7 +266,7 @@ def plot(rep: dict, path: str) -> None:
     order they ran, one colour per kernel, each boot's mean as a bar. Runs
     that scatter less than the bars move show boot-to-boot noise."""
     plt = plots.pyplot()
-    colors = {"A": "tab:blue", "B": "tab:orange"}
+    colors = abbench.COLORS
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     entries = rep["between_boots"]
     fig, axes = plt.subplots(len(entries), 1, squeeze=False,
