@@ -8,6 +8,7 @@ real ones with their fixtures.
 """
 
 import errno
+import gzip
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import types
 from pathlib import Path
 
 import pytest
-from schedsteal import abbench, schedstat, schedtrace, stats
+from schedsteal import abbench, plots, schedstat, schedtrace, stats
 from schedsteal.guest import kernel, runner, settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -571,6 +572,61 @@ def test_report_plot(capsys, fake_schedstat, tmp_path):
     assert "Amean" in out
 
 
+def test_plot_shows_each_setting_s_runs_and_mean_with_ci(fake_schedstat):
+    """Per param, a column per setting: every run a point, the Amean with
+    its 95% confidence interval as an error bar; not a time series."""
+    pytest.importorskip("matplotlib")
+    rep = abbench.analyze(abbench.load_results(RESULTS))
+    fig = abbench.figure(rep)
+    try:
+        assert len(fig.axes) == len(rep["params"])
+        for ax, entry in zip(fig.axes, rep["params"]):
+            ticks = [t.get_text() for t in ax.get_xticklabels()]
+            assert ticks == [f"{s}: {rep['settings'][s]['name']}" for s in "AB"]
+            assert ax.get_xlabel() != "run"
+            assert not [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "")]
+            for x, side in enumerate("AB"):
+                cell = entry[side]
+                points = [y for ln in ax.get_lines() if ln.get_marker() == "o"
+                          for xx, y in zip(ln.get_xdata(), ln.get_ydata())
+                          if abs(xx - x) < 0.3]
+                assert sorted(points) == pytest.approx(sorted(cell["values"]))
+                [bars] = [c for c in ax.containers if c.get_label().startswith(side)]
+                mean_line, _caps, ci_lines = bars.lines
+                assert mean_line.get_ydata()[0] == pytest.approx(cell["amean"])
+                if cell["ci95"] is None:    # one run (g=4): no interval
+                    assert ci_lines == ()
+                else:
+                    [(lo, hi)] = [sorted(seg[:, 1]) for seg in ci_lines[0].get_segments()]
+                    assert lo == pytest.approx(cell["amean"] - cell["ci95"])
+                    assert hi == pytest.approx(cell["amean"] + cell["ci95"])
+    finally:
+        plots.pyplot().close(fig)
+
+
+@pytest.mark.parametrize("suffix, magic", [
+    (".png", b"\x89PNG"), (".jpg", b"\xff\xd8\xff"), (".JPEG", b"\xff\xd8\xff"),
+    (".svg", b"<?xml"), (".pdf", b"%PDF"),
+])
+def test_report_plot_writes_the_format_its_suffix_names(capsys, fake_schedstat, tmp_path,
+                                                         suffix, magic):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / f"plot{suffix}"
+    rc, _out, err = cli(capsys, "report", RESULTS, "--plot", path)
+    assert rc == 0, err
+    assert path.read_bytes().startswith(magic)
+
+
+@pytest.mark.parametrize("name", ["plot.gif", "plot", "plot.png.txt"])
+def test_report_plot_refuses_an_unsupported_suffix(capsys, fake_schedstat, tmp_path, name):
+    path, js = tmp_path / name, tmp_path / "rep.json"
+    rc, out, err = cli(capsys, "report", RESULTS, "--plot", path, "--json-out", js)
+    assert (rc, out) == (2, "")
+    assert err.startswith(f"abbench: error: --plot {path}: ") and err.count("\n") == 1
+    assert ".png" in err and ".jpg" in err and ".svg" in err and ".pdf" in err
+    assert not path.exists() and not js.exists()
+
+
 def test_report_plot_without_matplotlib(capsys, fake_schedstat, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rc, _out, err = cli(capsys, "report", RESULTS, "--plot", tmp_path / "p.png")
@@ -583,10 +639,15 @@ def test_report_plot_without_matplotlib(capsys, fake_schedstat, tmp_path, monkey
     ('{"format": "other"}', "not an abbench results file"),
     ('{"format": "schedsteal-abbench", "format_version": 99}', "format_version"),
     ('{"format": "schedsteal-abbench", "format_version": 1}', "missing"),
+    ("", "not JSON"),
+    ("[]", "not an abbench results file"),
+    (b"\xff\xfe\x00\x01binary", "not JSON (not UTF-8 text)"),
 ])
 def test_report_bad_input(capsys, tmp_path, content, message):
     path = tmp_path / "r.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     rc, _out, err = cli(capsys, "report", path)
     assert rc == 2 and err.startswith("abbench: error: ") and message in err
@@ -700,6 +761,8 @@ BAD_RESULTS = {
     "twice the same round": (lambda d: d["runs"][2].update(index=0), "run 3: A g=1 round 0"),
     "params 5": (lambda d: d.update(params=5), "'params' must be a list of integers"),
     "params strings": (lambda d: d.update(params=["1"]), "'params' must be a list of integers"),
+    "params empty": (lambda d: d.update(params=[]),
+                     "'params' must be a list of integers (one at least)"),
     "settings strings": (lambda d: d.update(settings={"A": "feat:NO_STEAL", "B": "feat:STEAL"}),
                          "settings: A must be an object with a string 'name'"),
     "higher_is_better string": (lambda d: d.update(higher_is_better="no"),
@@ -792,24 +855,44 @@ def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
     assert "x_llc" in out and "x_node" in out
 
 
-def test_report_flags_lost_trace_events(capsys, tmp_path):
+LLC2 = {"llc_groups": [[0, 1], [2, 3]]}
+
+
+def report_traced(capsys, tmp_path, trace, topology, *argv, **run):
+    """abbench report of RESULTS with its first run traced in `trace`
+    (relative to the results), under `topology` (None: no topology)."""
     doc = json.loads(RESULTS.read_text())
-    doc["topology"] = {"llc_groups": [[0, 1], [2, 3]]}
-    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
-    doc["runs"][0]["trace"] = "t.txt"
-    doc["runs"][0]["trace_lost"] = 5
+    doc.pop("topology", None)
+    if topology is not None:
+        doc["topology"] = topology
+    doc["runs"][0].update(trace=trace, **run)
     (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    return cli(capsys, "report", tmp_path / "r.json", *argv)
+
+
+def test_report_flags_lost_trace_events(capsys, tmp_path):
+    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt", LLC2, trace_lost=5)
     assert rc == 0
     assert "5 trace events were lost" in out
 
 
+def test_report_flags_truncated_traces(capsys, tmp_path):
+    stored = gzip.compress(HANDMADE.read_bytes(), compresslevel=0)   # cut anywhere
+    (tmp_path / "t.txt.gz").write_bytes(stored[:-300])
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt.gz", LLC2)
+    assert rc == 0
+    assert "note: 1 trace was cut short (a truncated .gz): the trace figures " in out
+
+
+def test_report_trace_with_a_malformed_topology_says_so(capsys, tmp_path):
+    rc, out, _err = report_traced(capsys, tmp_path, str(HANDMADE), {"llc_groups": "0-3"})
+    assert rc == 0 and "Amean    g=1" in out
+    assert "note: trace figures unavailable: topology: 'llc_groups' must be" in out
+
+
 def test_report_trace_without_topology_says_so(capsys, tmp_path):
-    doc = json.loads(RESULTS.read_text())
-    doc.pop("topology", None)
-    doc["runs"][0]["trace"] = str(HANDMADE)
-    (tmp_path / "r.json").write_text(json.dumps(doc))
-    rc, out, _err = cli(capsys, "report", tmp_path / "r.json")
+    rc, out, _err = report_traced(capsys, tmp_path, str(HANDMADE), None)
     assert rc == 0 and "the results have no topology" in out
 
 
@@ -844,3 +927,38 @@ def test_run_a_alone_refuses_b_options(capsys, guest, fake_schedstat, extra):
                         *guest.args, *extra)
     assert rc == 2 and "only go with --b" in err
     assert not guest.out.exists()
+
+
+KERNELAB_RESULTS = FIXTURES / "kernelab" / "boots-differ.json"
+
+
+def test_report_warns_on_a_kernelab_file(capsys):
+    """A kernelab file is an abbench results file, but abbench's verdict
+    pools the runs of every boot: one warning line pointing to kernelab
+    report, and the table still printed (the note says it too)."""
+    rc, out, err = cli(capsys, "report", KERNELAB_RESULTS)
+    assert rc == 0
+    assert err.count("\n") == 1 and err.startswith("abbench: warning: ")
+    assert "kernelab report" in err and "boot means" in err
+    assert "Amean    g=2" in out and "B worse (significant)" in out
+    assert "note: " in out and "kernelab report" in out
+    rc, out, err = cli(capsys, "report", KERNELAB_RESULTS, "--json")
+    assert rc == 0 and "kernelab report" in err
+    assert any("kernelab report" in n for n in json.loads(out)["notes"])
+
+
+def test_report_does_not_warn_on_its_own_results(capsys, fake_schedstat):
+    rc, _out, err = cli(capsys, "report", RESULTS)
+    assert rc == 0 and err == ""
+
+
+@pytest.mark.parametrize("cache", ["[]", '{"format": "other"}', "{not json"])
+def test_report_recomputes_a_trace_summary_cache_it_cannot_use(capsys, tmp_path, cache):
+    (tmp_path / "t.txt").write_text(HANDMADE.read_text())
+    (tmp_path / "t.txt.summary.json").write_text(cache)
+    os.utime(tmp_path / "t.txt", (0, 0))                  # the cache is newer
+    rc, out, _err = report_traced(capsys, tmp_path, "t.txt", LLC2, "--json")
+    assert rc == 0
+    assert json.loads(out)["params"][0]["A"]["trace"]["n"] == 1
+    cached = json.loads((tmp_path / "t.txt.summary.json").read_text())
+    assert cached["format"] == schedtrace.FORMAT

@@ -5,6 +5,7 @@ that writes what a guest's ``abbench run`` (A alone) would."""
 import json
 import os
 import types
+from pathlib import Path
 
 import pytest
 from schedsteal import kernelab
@@ -136,6 +137,16 @@ def test_cli_report_plot(tmp_path, capsys):
     assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"),
                           "--plot", str(tmp_path / "no" / "such" / "x.png")]) != 0
     assert "cannot write" in capsys.readouterr().err
+    # The suffix names the format; one matplotlib cannot write is refused.
+    jpg = tmp_path / "kab.jpg"
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"), "--plot", str(jpg)]) == 0
+    assert jpg.read_bytes()[:3] == b"\xff\xd8\xff"
+    capsys.readouterr()
+    gif = tmp_path / "kab.gif"
+    assert kernelab.main(["report", str(tmp_path / "out" / "kab.json"), "--plot", str(gif)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"kernelab: error: --plot {gif}: ")
+    assert not gif.exists()
 
 
 @pytest.mark.parametrize("stub, message", [
@@ -185,6 +196,55 @@ def test_report_refuses_an_abbench_file(tmp_path, capsys):
     assert "not a kernelab results file" in capsys.readouterr().err
 
 
+def test_report_refuses_a_file_that_is_not_json_text(tmp_path, capsys):
+    p = tmp_path / "kab.json"
+    p.write_bytes(b"\xff\xfe\x00\x01binary")
+    assert kernelab.main(["report", str(p)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"kernelab: error: {p}: not JSON (not UTF-8 text)\n"
+
+
+def _set_runs(key, value):
+    return lambda d: [r.update({key: value}) for r in d["runs"]]
+
+
+BAD_KERNELAB = {
+    "boot a string": (lambda d: d.update(boots=["a"]), "boot 1: not an object"),
+    "boot without fields": (lambda d: d.update(boots=[{}]),
+                            "boot 1: 'position' must be 0"),
+    "boot out of order": (lambda d: d["boots"][1].update(position=0),
+                          "boot 2: 'position' must be 1"),
+    "boot position string": (lambda d: d["boots"][0].update(position="x"),
+                             "boot 1: 'position' must be 0"),
+    "boot of kernel C": (lambda d: d["boots"][0].update(setting="C"),
+                         "boot 1: 'setting' must be A or B, not 'C'"),
+    "boot pair string": (lambda d: d["boots"][0].update(pair="0"),
+                         "boot 1: 'pair' must be an integer"),
+    "run without boot": (lambda d: [r.pop("boot") for r in d["runs"]],
+                         "run 1: 'boot' must name a boot, not None"),
+    "run of boot '0'": (_set_runs("boot", "0"), "run 1: 'boot' must name a boot, not '0'"),
+    "run of boot 99": (_set_runs("boot", 99), "run 1: 'boot' must name a boot, not 99"),
+    "run of the other kernel": (_set_runs("boot", 1),
+                                "run 1: it is an A run, but boot 2 booted B"),
+    "runs_per_boot string": (lambda d: d.update(runs_per_boot="five"),
+                             "'runs_per_boot' must be an integer"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_KERNELAB))
+def test_report_refuses_a_malformed_kernelab_file(tmp_path, capsys, what):
+    change, message = BAD_KERNELAB[what]
+    doc = json.loads(BOOTS_DIFFER.read_text())
+    change(doc)
+    path, plot = tmp_path / "kab.json", tmp_path / "kab.png"
+    path.write_text(json.dumps(doc))
+    for extra in ([], ["--json"], ["--plot", str(plot)]):
+        assert kernelab.main(["report", str(path), *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"kernelab: error: {path}: {message}")
+        assert err.count("\n") == 1 and not plot.exists()
+
+
 def test_merge_refuses_boots_that_ran_different_workloads():
     one, two = boot_doc([1.0]), boot_doc([1.0], params=(4,))
     boots = [{"pair": 0, "setting": "A", "doc": one, "dir": "d1"},
@@ -225,3 +285,36 @@ def test_two_jump_label_kernels_are_compared(tmp_path):
     args = make_args(tmp_path, a_kernel=jump_label_tree(tmp_path, "a", True),
                      b_kernel=jump_label_tree(tmp_path, "b", True))
     kernelab.check_run_args(args)
+
+
+BOOTS_DIFFER = Path(__file__).parent / "fixtures" / "kernelab" / "boots-differ.json"
+
+
+def test_report_leads_with_the_boot_mean_verdict(capsys):
+    """Boots that differ more than runs: the pooled runs read significant
+    (p 0.006), the boot means do not (p 0.32). The boot-mean verdict must
+    come first and be the one named; the pooled table is labelled so."""
+    assert kernelab.main(["report", str(BOOTS_DIFFER)]) == 0
+    out = capsys.readouterr().out
+    head = "\n".join(out.splitlines()[:6])
+    assert "boot means" in head and "read this one" in head
+    assert "not significant" in head and "significant)" not in head
+    [row] = [line for line in out.splitlines()[:6] if line.startswith("g=2")]
+    assert "(" in row and "*" not in row    # the verdict's %chg: not significant
+    pooled = out.index("pooled runs (within-boot)")
+    assert pooled > out.index("not significant")
+    assert out.index("B worse (significant)") > pooled
+    assert "not the verdict" in out[pooled:out.index("B worse (significant)")]
+
+    assert kernelab.main(["report", str(BOOTS_DIFFER), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    verdict = rep["verdict"]
+    assert "boot means" in verdict["test"]
+    [entry] = verdict["params"]
+    assert entry["param"] == 2 and entry["verdict"] == "not significant"
+    assert entry["significant"] is False
+    assert entry["p_value"] == pytest.approx(0.3236, abs=1e-4)
+    assert entry["pct_change"] == pytest.approx(-25.81, abs=0.01)
+    # the pooled test is still there, and says it is not the verdict
+    assert rep["params"][0]["verdict"] == "B worse (significant)"
+    assert "not the verdict" in verdict["pooled_note"]

@@ -44,6 +44,34 @@ def test_cli_table_json_and_errors(tmp_path, capsys):
     assert "parktiming:" in capsys.readouterr().err
 
 
+AFTER = "... after it returned (ticks)"
+
+
+def test_a_field_older_probes_lack_is_missing_not_zero(tmp_path, capsys):
+    """EVAC and EVAC2 lack stay_ticks_after_write (older probes): its row
+    has no runs, "-" in the table and null in --json, never 0.00."""
+    log = tmp_path / "guest.log"
+    log.write_text("\n".join(lines()))
+    assert pt.main([str(log)]) == 0
+    [row] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(AFTER)]
+    assert row[len(AFTER):].split() == ["0", "-", "-", "-"]
+    assert pt.main([str(log), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc[AFTER] == {"n": 0, "median": None, "min": None, "max": None}
+    assert doc["park write (ms)"]["n"] == 2
+
+
+def test_a_field_some_runs_lack_counts_only_the_runs_that_have_it():
+    newer = dict(EVAC, cpus={"2": {"stay_s": 0.004, "stay_ticks": 1,
+                                   "stay_ticks_after_write": 3},
+                             "3": {"stay_s": 0.010, "stay_ticks": 2,
+                                   "stay_ticks_after_write": 1}})
+    s = pt.summarize([newer, EVAC2], [])
+    assert s[AFTER] == {"n": 1, "median": 3, "min": 3, "max": 3}
+    assert s["park write (ms)"]["n"] == 2
+    assert s["hot-unplug (ms)"] == {"n": 0, "median": None, "min": None, "max": None}
+
+
 def bad_cases():
     no_unpark = {k: v for k, v in EVAC.items() if k != "unpark_write_ns"}
     no_stay = dict(EVAC, cpus={"2": {"stay_ticks": 1}})

@@ -291,6 +291,55 @@ def test_report_text(capsys):
     assert "lb_count_busy" not in out and "per-cpu" not in out
 
 
+GUEST = Path(__file__).parent / "fixtures" / "guest"
+
+
+def test_report_states_units_and_explains_its_columns(capsys):
+    rc, out, _ = run_main(capsys, "report", str(GUEST / "recording_v118.json"))
+    assert rc == 0
+    lines = out.splitlines()
+    # cpu fields keep their raw names, with a unit per row
+    end = lines.index("summary columns:")
+    rows = {line.split()[0]: line.split() for line in lines[:end] if line.startswith("  ")}
+    assert rows["field"][-1] == "unit"
+    for name in ("rq_cpu_time", "run_delay", "find_time"):
+        assert rows[name][-1] == "ns", name
+    for name in ("sched_count", "steal", "nofound_idle_cpu"):
+        assert rows[name][-1] == "count", name
+    # the footer says what each summary column is, and in what unit
+    legend = lines[lines.index("summary columns:"):]
+    text = "\n".join(legend)
+    for col, words in (("time", "s"), ("slice", "ms"), ("%busy", "/proc/stat"),
+                       ("%find", "find_time"), ("far", "steal_node + steal_numa"),
+                       ("%found", "nofound_idle_cpu")):
+        [line] = [ln for ln in legend if ln.split()[:1] == [col]]
+        assert words in line, (col, line)
+    assert "rq_cpu_time, run_delay and find_time are in ns" in text
+    # --json is unchanged: no units or legend in it
+    rc, out, _ = run_main(capsys, "report", str(GUEST / "recording_v118.json"), "--json")
+    assert set(json.loads(out)) == {"version", "ncpus", "cpus", "excluded_cpus", "cmd",
+                                    "exit_code", "uname", "summary", "cpu_fields",
+                                    "domain_fields", "domains", "per_cpu", "warnings"}
+
+
+def test_report_footer_names_only_the_columns_shown(capsys):
+    _, out, _ = run_main(capsys, "report", fx("recording_v16_base.json"))
+    legend = out.splitlines()[out.splitlines().index("summary columns:"):]
+    assert [ln.split()[0] for ln in legend[1:] if ln.startswith("  ")] == [
+        "time", "%busy", "slice", "sched", "idle", "wake"]
+
+
+@pytest.mark.parametrize("command", ["report", "diff"])
+def test_help_explains_the_columns(capsys, command):
+    rc, out, _ = run_main(capsys, command, "--help")
+    assert rc == 0
+    for col, words in (("%find", "find_time"), ("%found", "found_idle_cpu"),
+                       ("far", "steal_node"), ("slice", "ms")):
+        [line] = [ln for ln in out.splitlines() if ln.split()[:1] == [col]]
+        assert words in line
+    assert "ns" in out
+
+
 def test_report_domains_and_per_cpu(capsys):
     rc, out, _ = run_main(capsys, "report", fx("recording_v16_base.json"), "--domains", "--per-cpu")
     assert rc == 0
@@ -460,6 +509,27 @@ def test_diff_cli(capsys):
                           fx("recording_v16_new.json"), "--json")
     data = json.loads(out)
     assert data["summary"]["wake"] == {"a": 6000.0, "b": 6000.0, "pct_delta": 0.0}
+
+
+def test_diff_warns_when_the_cpu_counts_differ(tmp_path, capsys):
+    row = [0, 0, 100, 10, 0, 0, 1000, 0, 5]
+    later = [0, 0, 300, 20, 0, 0, 3000, 0, 15]
+    for name, n in (("two.json", 2), ("four.json", 4)):
+        before = mk(16, {c: row for c in range(n)})
+        after = mk(16, {c: later for c in range(n)})
+        (tmp_path / name).write_text(json.dumps(mk_rec(before, after)))
+    a, b = str(tmp_path / "two.json"), str(tmp_path / "four.json")
+    rc, out, err = run_main(capsys, "diff", a, b)
+    assert rc == 0 and "summary" in out
+    assert err == ("schedstat: warning: A has 2 cpus, B has 4: the per-CPU averages "
+                   "come from machines of different sizes\n")
+    rc, out, err = run_main(capsys, "diff", a, b, "--json")
+    assert rc == 0 and "A has 2 cpus, B has 4" in err
+    data = json.loads(out)
+    assert data["warnings"] == ["A has 2 cpus, B has 4: the per-CPU averages come from "
+                                "machines of different sizes"]
+    rc, out, err = run_main(capsys, "diff", a, a, "--json")
+    assert rc == 0 and err == "" and json.loads(out)["warnings"] == []
 
 
 def test_diff_states_its_sign_convention(capsys):

@@ -6,6 +6,7 @@ The recorded traces are real guest traces (llc2x4, hackbench pipe).
 """
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,55 @@ def test_gzip_trace(tmp_path):
     assert st.analyze_file(str(gz), LLC2)["wasted_llc_s"] == pytest.approx(0.3)
 
 
+def truncated_gzip(tmp_path, keep):
+    """The recorded trace gzipped, cut after `keep` compressed bytes; and
+    the complete lines that a decompressor gets from what is left."""
+    data = (FIX / "llc2x4-pipe-g2-nosteal.txt.gz").read_bytes()
+    gz = tmp_path / "cut.txt.gz"
+    gz.write_bytes(data[:keep])
+    text = zlib.decompressobj(wbits=31).decompress(data[:keep]).decode()
+    return gz, text[:text.rindex("\n") + 1].splitlines(keepends=True) if "\n" in text else []
+
+
+def test_truncated_gzip_uses_the_complete_lines_and_warns(capsys, tmp_path):
+    gz, lines = truncated_gzip(tmp_path, 100_000)
+    assert 1000 < len(lines) < 23954
+    want = st.analyze_lines(lines, RECORDED_TOPO)
+    got = st.analyze_file(str(gz), RECORDED_TOPO)
+    assert got["truncated"] is True and got["lines_read"] == len(lines)
+    assert got["events"] == want["events"]
+    assert got["wasted_llc_s"] == pytest.approx(want["wasted_llc_s"])
+
+    llc = ["--llc", "0-3", "--llc", "4-7"]
+    assert st.main(["report", str(gz), *llc]) == 0
+    out, err = capsys.readouterr()
+    assert err == (f"schedtrace: warning: {gz}: truncated (the gzip stream ends early): "
+                   f"analyzed the {len(lines)} complete lines read\n")
+    assert f"WARNING: truncated: only the first {len(lines)} lines" in out
+    assert st.main(["report", str(gz), *llc, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["truncated"] is True and doc["lines_read"] == len(lines)
+
+
+def test_gzip_cut_before_any_event_is_a_clear_error(capsys, tmp_path):
+    gz, _lines = truncated_gzip(tmp_path, 40)
+    assert st.main(["report", str(gz), "--llc", "0-3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"schedtrace: error: {gz}: truncated") and err.count("\n") == 1
+    assert "no sched_switch events" in err
+
+
+def test_corrupt_gzip_is_a_clear_error(capsys, tmp_path):
+    data = bytearray((FIX / "llc2x4-pipe-g2-nosteal.txt.gz").read_bytes())
+    data[400:408] = bytes(b ^ 0xFF for b in data[400:408])   # an invalid deflate block
+    gz = tmp_path / "bad.txt.gz"
+    gz.write_bytes(bytes(data))
+    assert st.main(["report", str(gz), "--llc", "0-3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"schedtrace: error: cannot read {gz}: corrupt gzip data")
+    assert err.count("\n") == 1
+
+
 def test_cli_table_and_json(capsys, tmp_path):
     trace = str(FIX / "handmade.txt")
     assert st.main(["report", trace, "--llc", "0-1", "--llc", "2-3"]) == 0
@@ -162,6 +212,28 @@ def test_bad_input_is_a_clear_error(capsys, argv, message):
     assert st.main(["report", str(FIX / "handmade.txt"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("schedtrace: error: ") and message in err
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe\x00\x01binary", "not JSON (not UTF-8 text)"),
+    (b"", "not JSON"),
+    (b"[]", "topology: expected an object with llc_groups"),
+    (b"null", "topology: expected an object with llc_groups"),
+    (b'{"numa_nodes": [[0]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": "0-3"}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [["a"]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, -1]]}', "topology: 'llc_groups' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, 1]], "numa_nodes": 5}',
+     "topology: 'numa_nodes' must be a list of CPU lists"),
+    (b'{"llc_groups": [[0, 1]], "cpus": 4}', "topology: 'cpus' must be a list of CPUs"),
+])
+def test_bad_topology_file_is_a_clear_error(capsys, tmp_path, content, message):
+    topo = tmp_path / "topo.json"
+    topo.write_bytes(content)
+    assert st.main(["report", str(FIX / "handmade.txt"), "--topology", str(topo)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("schedtrace: error: ") and message in err, err
 
 
 def test_missing_file_is_a_clear_error(capsys):

@@ -60,13 +60,14 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 
-from . import schedstat, schedtrace, stats
+from . import plots, schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
-from .cli import ToolParser, run_subcommand
+from .cli import ToolParser, read_json, run_subcommand
 from .table import format_table
 
 REPORT_FORMAT = "schedsteal-abbench-report"
@@ -94,13 +95,7 @@ SCHEDSTAT_COLUMNS = (("time", "time", "{:.2f}"), ("busy_pct", "%busy", "{:.1f}")
 
 def load_results(path: str) -> dict:
     """Read and sanity-check a results file written by ``run``."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise AbbenchError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise AbbenchError(f"{path}: not JSON: {exc}") from None
+    doc = read_json(path, AbbenchError)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AbbenchError(f"{path}: not an abbench results file")
     version = doc.get("format_version")
@@ -142,8 +137,9 @@ def _check_results(doc: dict) -> str | None:
         if (not isinstance(settings[side], dict)
                 or not isinstance(settings[side].get("name"), str)):
             return f"settings: {side} must be an object with a string 'name'"
-    if not isinstance(doc["params"], list) or not all(_is_int(p) for p in doc["params"]):
-        return "'params' must be a list of integers"
+    if (not isinstance(doc["params"], list) or not doc["params"]
+            or not all(_is_int(p) for p in doc["params"])):
+        return "'params' must be a list of integers (one at least)"
     if not isinstance(doc["runs"], list):
         return "'runs' must be a list"
     key = doc.get("param_key", "p")
@@ -223,9 +219,11 @@ def _trace_summary(run: dict, topo, base_dir: str | None) -> dict:
     cache = path + ".summary.json"
     try:
         if os.path.getmtime(cache) >= os.path.getmtime(path):
-            with open(cache) as f:
-                return json.load(f)
-    except (OSError, json.JSONDecodeError):
+            with open(cache, encoding="utf-8") as f:
+                summary = json.load(f)
+            if isinstance(summary, dict) and summary.get("format") == schedtrace.FORMAT:
+                return summary
+    except (OSError, ValueError):   # JSONDecodeError and UnicodeDecodeError
         pass
     summary = schedtrace.analyze_file(path, topo)
     try:
@@ -244,14 +242,15 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
     topo_doc = doc.get("topology")
     if not topo_doc:
         return None, "trace figures unavailable: the results have no topology"
-    topo = schedtrace.Topology.from_json(topo_doc)
-    rows, lost = [], 0
-    for r in traced:
-        try:
-            s = _trace_summary(r, topo, base_dir)
-        except schedtrace.TraceError as exc:
-            return None, f"trace figures unavailable: {exc}"
+    rows, lost, cut = [], 0, 0
+    try:
+        topo = schedtrace.Topology.from_json(topo_doc)
+        summaries = [_trace_summary(r, topo, base_dir) for r in traced]
+    except schedtrace.TraceError as exc:
+        return None, f"trace figures unavailable: {exc}"
+    for r, s in zip(traced, summaries):
         lost += r.get("trace_lost") or s.get("entries_lost") or 0
+        cut += bool(s.get("truncated"))
         rows.append({"idle_pct": s["idle_pct"], "wasted_llc_pct": s["wasted_llc_pct"],
                      "wasted_machine_pct": s["wasted_machine_pct"],
                      "delay_mean_us": s["run_delay"]["all"]["mean_us"],
@@ -263,9 +262,13 @@ def _trace_means(runs: list[dict], doc: dict, base_dir: str | None):
                      "moved_back": s["migrations"]["moved_back"],
                      "moves_per_task": s["migrations"]["per_task"]})
     means = _amean_by_key(rows, rows[0])
-    note = (f"{lost} trace events were lost: the trace figures are wrong"
-            if lost else None)
-    return means, note
+    notes = []
+    if lost:
+        notes.append(f"{lost} trace events were lost: the trace figures are wrong")
+    if cut:
+        notes.append(f"{cut} trace{' was' if cut == 1 else 's were'} cut short (a truncated "
+                     ".gz): the trace figures cover only the part read")
+    return means, "; ".join(notes) or None
 
 
 def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict:
@@ -390,17 +393,22 @@ def _fmt_pct(pct: float | None, star: bool) -> str:
     return f"*{body:>8}*" if star else f"({body:>8})"
 
 
-def format_report(rep: dict) -> str:
-    """mmtests compare-kernels style text for an ``analyze`` result."""
+def format_report(rep: dict, pooled: bool = False) -> str:
+    """mmtests compare-kernels style text for an ``analyze`` result.
+    ``pooled``: the runs come from several boots (kernelab), which this
+    table pools: it then has no title line of its own and names its test
+    "pooled result", not "verdict"."""
     key = rep["param_key"]
     labels = [rep["settings"][s]["name"] for s in SIDES]
     direction = "higher" if rep["higher_is_better"] else "lower"
     order = f"; run order {rep['order']}" if rep.get("order") else ""
     if rep.get("seed") is not None:
         order += f", seed {rep['seed']}"
-    lines = [f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})",
-             f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
-             "(Welch t-test), (x%) = not significant"]
+    on = " on the pooled runs" if pooled else ""
+    lines = [] if pooled else [
+        f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})"]
+    lines.append(f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
+                 f"(Welch t-test{on}), (x%) = not significant")
     if not rep.get("complete", True):
         lines.append("WARNING: the run did not complete; partial results")
     rows = []
@@ -427,11 +435,12 @@ def format_report(rep: dict) -> str:
         lines.append(f"{head:<{head_w}}" + "".join(
             f"{v:>{col_w - 11}} {p}" for v, p in cells))
 
+    verdict = "pooled result" if pooled else "verdict"
     lines += ["", f"Significance (two-sided, alpha {rep['alpha']:g}): p(Welch) and the "
-              "verdict: Welch's t-test on all runs;",
+              f"{verdict}: Welch's t-test on all runs{' of all boots' if pooled else ''};",
               "p(paired): paired t-test on each round's B-A difference"]
     p_rows = [("", "n(A)", "n(B)", "fail(A)", "fail(B)", "p(Welch)", "pairs",
-               "p(paired)", "verdict")]
+               "p(paired)", verdict)]
     for entry in rep["params"]:
         p = entry["B"]["p_value"]
         paired = entry.get("paired") or {"pairs": 0, "p_value": None}
@@ -485,75 +494,73 @@ def _schedstat_rows(rep: dict, labels: list[str]) -> list[tuple]:
     return rows
 
 
-def pyplot():
-    """matplotlib.pyplot on the file-only backend, or a clear error."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise AbbenchError("--plot needs matplotlib (pip install matplotlib)") from None
-    return plt
+COLORS = {"A": "tab:blue", "B": "tab:orange"}
 
 
-def save_png(plt, fig, path: str) -> None:
-    """Write fig to path as a PNG and close it; a clear error if it cannot."""
-    try:
-        fig.savefig(path, format="png", dpi=100)
-    except OSError as exc:
-        raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
+def _runs_and_ci(ax, x: float, cell: dict, color: str, label: str) -> None:
+    """One setting's column: each run a point (spread sideways, in run
+    order, so equal values stay apart), and beside them the Amean with its
+    95% confidence interval (none for a single run)."""
+    vals = cell["values"]
+    n = len(vals)
+    xs = [x - 0.15 + (0.3 * i / (n - 1) if n > 1 else 0.15) for i in range(n)]
+    ax.plot(xs, vals, "o", linestyle="None", color=color, alpha=0.6)
+    if cell["amean"] is not None:
+        ax.errorbar([x + 0.3], [cell["amean"]], yerr=cell["ci95"], fmt="D", color=color,
+                    capsize=5, label=f"{label}: Amean and 95% CI")
 
 
-def plot(rep: dict, path: str) -> None:
-    """Write a PNG: per-run values per param, one series per setting."""
-    plt = pyplot()
-    from matplotlib.ticker import MaxNLocator
+def figure(rep: dict):
+    """The plot of an ``analyze`` result: per param, each setting's runs
+    and their mean with its 95% confidence interval."""
+    plt = plots.pyplot()
     entries = rep["params"]
-    fig, axes = plt.subplots(len(entries), 1, squeeze=False,
-                             figsize=(8, 2.8 * max(1, len(entries))))
-    colors = {"A": "tab:blue", "B": "tab:orange"}
-    for ax, entry in zip(axes[:, 0], entries):
-        for side in SIDES:
-            cell = entry[side]
-            label = rep["settings"][side]["name"]
-            runs = [n + 1 if i is None else i + 1  # 1-based, as in the progress
-                    for n, i in enumerate(cell["indices"])]
-            ax.plot(runs, cell["values"], "o-", color=colors[side],
-                    label=f"{side}: {label}", alpha=0.8)
-            if cell["mean"] is not None:
-                ax.axhline(cell["mean"], color=colors[side], linestyle="--",
-                           linewidth=1)
+    fig, axes = plt.subplots(1, len(entries), squeeze=False,
+                             figsize=(1.5 + 3.2 * max(1, len(entries)), 4.5))
+    names = [f"{s}: {rep['settings'][s]['name']}" for s in SIDES]
+    for ax, entry in zip(axes[0], entries):
+        for x, side in enumerate(SIDES):
+            _runs_and_ci(ax, x, entry[side], COLORS[side], side)
         p = entry["B"]["p_value"]
         pct = entry["B"]["pct_change"]
         title = f"{rep['param_key']}={entry['param']}"
         if pct is not None:
-            title += f": B {pct:+.2f}% on {entry['mean_kind']} (positive = better)"
+            title += f": B {pct:+.2f}%\non {entry['mean_kind']} (+ = better)"
         if p is not None:
             sig = "significant" if entry["B"]["significant"] else "not significant"
-            title += f", p={p:.3g} ({sig})"
+            title += f"\np={p:.3g} ({sig})"
         ax.set_title(title, fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        last = max([len(entry[s]["indices"]) for s in SIDES]
-                   + [i + 1 for s in SIDES for i in entry[s]["indices"] if i is not None]
-                   + [1])
-        ax.set_xlim(0.5, last + 0.5)
-        ax.set_xlabel("run")
+        ax.set_xticks(range(len(SIDES)), names, fontsize=8)
+        ax.set_xlim(-0.5, len(SIDES) - 0.3)
         ax.set_ylabel(rep["unit"] or "value")
-        ax.legend(fontsize=8)
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
-                 " is better; dashed = the mean named in each title)", fontsize=10)
+                 " is better)\npoint = a run; diamond and bar = Amean and its 95% "
+                 "confidence interval", fontsize=10)
     fig.tight_layout()
-    save_png(plt, fig, path)
+    return fig
+
+
+def plot(rep: dict, path: str) -> None:
+    """Write the plot of an ``analyze`` result to path."""
+    plt = plots.pyplot()
+    plots.save(plt, figure(rep), path)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """The ``report`` subcommand."""
     if not 0 < args.alpha < 1:
         raise AbbenchError("--alpha must be between 0 and 1")
-    rep = analyze(load_results(args.file), args.alpha,
-                  os.path.dirname(os.path.abspath(args.file)))
+    if args.plot:
+        plots.plot_format(args.plot)
+    doc = load_results(args.file)
+    rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
+    if doc.get("kind") == "kernelab":
+        # Its runs come from several boots: pooled, they make p too small.
+        note = (f"{args.file} is a kernelab file: this table pools the runs of all "
+                "boots; the verdict from the boot means is "
+                f"`kernelab report {shlex.quote(args.file)}`")
+        print(f"abbench: warning: {note}", file=sys.stderr)
+        rep["notes"].append(note)
     if args.plot:
         plot(rep, args.plot)
     if args.json_out:
@@ -582,7 +589,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="compare A and B from a results file")
     rep.add_argument("file", metavar="FILE.json")
     rep.add_argument("--json", action="store_true", help="print JSON")
-    rep.add_argument("--plot", metavar="OUT.png", help="write a PNG plot")
+    rep.add_argument("--plot", metavar="OUT.png",
+                     help="plot each setting's runs, mean and 95%% confidence interval; "
+                     "the suffix names the format: " + ", ".join(plots.FORMATS))
     rep.add_argument("--json-out", metavar="OUT.json",
                      help="also write the JSON report to OUT.json (one analysis "
                           "for both: traces are read once)")

@@ -1,7 +1,9 @@
-"""The tools' one argparse convention (both halves, standard library)."""
+"""The tools' command-line conventions (both halves, standard library):
+usage errors, and reading a JSON file named on the command line."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -32,3 +34,17 @@ def run_subcommand(parser: argparse.ArgumentParser, argv, errors: tuple) -> int:
     except BrokenPipeError:  # report piped into head
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def read_json(path: str, error: type[Exception]):
+    """The JSON document in the file path, read as UTF-8; an `error` with
+    one clear message when it cannot be read or is not JSON text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not JSON (not UTF-8 text)") from None

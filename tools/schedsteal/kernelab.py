@@ -4,11 +4,13 @@ The ``kernelab`` command, the two-kernel counterpart of ``abbench`` (which
 compares two settings inside one boot). ``run`` boots kernel A and kernel
 B in turn on one topology preset, in ABBA order over the boots (A B, B A,
 A B ...), and runs the same workload ``--runs`` times per boot with
-``abbench run`` in the guest (one side only). ``report`` prints abbench's
-table over all runs (Welch's t-test; the paired test pairs run j of A's
-boot k with run j of B's boot k), then one line per boot and a second
-verdict from the boot means alone: when boots differ more than runs do,
-only that one is honest.
+``abbench run`` in the guest (one side only). ``report`` leads with the
+verdict: Welch's t-test on the boot means (one mean per boot), the honest
+one when boots differ more than runs do; then one line per boot, the
+spread of the boot means against the runs', and last abbench's table over
+all runs pooled (labelled as such, not the verdict; the paired test pairs
+run j of A's boot k with run j of B's boot k). ``--json`` names the
+verdict and its test in ``verdict``.
 
 Usage::
 
@@ -35,7 +37,7 @@ import shlex
 import sys
 import time
 
-from . import abbench, stats, vm
+from . import abbench, plots, stats, vm
 from .cli import ToolParser, run_subcommand
 from .guest import workloads as wl
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES, parse_params, write_json
@@ -110,6 +112,32 @@ def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
     return out
 
 
+def check_boots(doc: dict) -> str | None:
+    """What is wrong with a kernelab file's boots and the runs' boot
+    numbers, or None (abbench.load_results checked the rest): the report
+    must fail with a message, not a traceback or a wrong table."""
+    if doc.get("runs_per_boot") is not None and not abbench._is_int(doc["runs_per_boot"]):
+        return "'runs_per_boot' must be an integer"
+    for n, b in enumerate(doc["boots"]):
+        where = f"boot {n + 1}"
+        if not isinstance(b, dict):
+            return f"{where}: not an object"
+        if not abbench._is_int(b.get("position")) or b["position"] != n:
+            return f"{where}: 'position' must be {n} (the boots in the order they ran)"
+        if b.get("setting") not in SIDES:
+            return f"{where}: 'setting' must be A or B, not {b.get('setting')!r}"
+        if not abbench._is_int(b.get("pair")):
+            return f"{where}: 'pair' must be an integer"
+    for n, run in enumerate(doc["runs"], 1):
+        boot = run.get("boot")
+        if not abbench._is_int(boot) or not 0 <= boot < len(doc["boots"]):
+            return f"run {n}: 'boot' must name a boot, not {boot!r}"
+        if doc["boots"][boot]["setting"] != run["setting"]:
+            return (f"run {n}: it is an {run['setting']} run, but boot {boot + 1} "
+                    f"booted {doc['boots'][boot]['setting']}")
+    return None
+
+
 def boot_means(doc: dict) -> list[dict]:
     """Per param, per boot: its runs' values, n, their mean (Amean) and
     spread."""
@@ -142,14 +170,15 @@ def between_boots(doc: dict, rows: list[dict], alpha: float) -> list[dict]:
                   and r["stddev"] is not None]
         test = stats.welch_ttest(means["A"], means["B"])
         entry = {"param": param, "boots": {s: len(means[s]) for s in SIDES},
+                 "mean": {s: stats.amean(means[s]) if means[s] else None for s in SIDES},
                  "p_value": test.p, "significant": test.significant(alpha),
                  "pct_change": None,
                  "stddev_of_boot_means": {s: (stats.stddev(means[s]) if len(means[s]) > 1
                                               else None) for s in SIDES},
                  "mean_stddev_inside_boots": stats.amean(inside) if inside else None}
         if means["A"] and means["B"]:
-            entry["pct_change"] = stats.pct_improvement(stats.amean(means["A"]),
-                                                        stats.amean(means["B"]), hib)
+            entry["pct_change"] = stats.pct_improvement(entry["mean"]["A"],
+                                                        entry["mean"]["B"], hib)
         # abbench's rule, on the boot means
         entry["verdict"] = ("not enough boots (need 2+ per kernel)" if test.p is None
                             else abbench._verdict(entry, test.p, alpha))
@@ -157,11 +186,25 @@ def between_boots(doc: dict, rows: list[dict], alpha: float) -> list[dict]:
     return out
 
 
+VERDICT_TEST = "Welch's t-test on the boot means (one mean per boot, n = boots per kernel)"
+POOLED_NOTE = ("pooled runs (within-boot): every run of every boot in one sample, as "
+               "abbench would; not the verdict: the runs of one boot share its noise, "
+               "so these p-values are too small when boots differ")
+
+
 def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict:
+    """abbench's analysis over the pooled runs (``params``), plus the
+    boots and the verdict from the boot means (``verdict``)."""
     rep = abbench.analyze(doc, alpha, base_dir)
     rows = boot_means(doc)
+    bb = between_boots(doc, rows, alpha)
     rep.update(kind="kernelab", boots=doc["boots"], runs_per_boot=doc.get("runs_per_boot"),
-               per_boot=rows, between_boots=between_boots(doc, rows, alpha))
+               verdict={"test": VERDICT_TEST, "source": "between_boots", "alpha": alpha,
+                        "params": [{k: e[k] for k in ("param", "pct_change", "p_value",
+                                                      "significant", "verdict")}
+                                   for e in bb],
+                        "pooled_note": POOLED_NOTE},
+               per_boot=rows, between_boots=bb)
     return abbench._clean(rep)
 
 
@@ -169,8 +212,33 @@ def _num(x, fmt="{:.4f}"):
     return "-" if x is None else fmt.format(x)
 
 
+def _verdict_lines(rep: dict) -> list[str]:
+    """The report's head: the verdict from the boot means, one row per param."""
+    key = rep["param_key"]
+    labels = {s: rep["settings"][s]["name"] for s in SIDES}
+    boots = {s: sum(1 for b in rep["boots"] if b["setting"] == s) for s in SIDES}
+    direction = "higher" if rep["higher_is_better"] else "lower"
+    lines = [f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better): "
+             f"A = {labels['A']}, B = {labels['B']}; {boots['A']} + {boots['B']} boots "
+             f"in ABBA order, {rep.get('runs_per_boot')} runs each",
+             f"verdict (read this one): {VERDICT_TEST}",
+             f"%chg: + = B better than A ({labels['A']}), on the Amean of the boot means; "
+             f"*x%* = p(boots) < {rep['alpha']:g}, (x%) = not significant"]
+    if not rep.get("complete", True):
+        lines.append("WARNING: the run did not complete; partial results")
+    rows = [(key, "boots A", "boots B", "mean A", "mean B", "%chg", "p(boots)", "verdict")]
+    for e in rep["between_boots"]:
+        rows.append((f"{key}={e['param']}", str(e["boots"]["A"]), str(e["boots"]["B"]),
+                     _num(e["mean"]["A"]), _num(e["mean"]["B"]),
+                     abbench._fmt_pct(e["pct_change"], e["significant"]),
+                     _num(e["p_value"]), e["verdict"]))
+    return lines + format_table(rows, left=(0, 7))
+
+
 def format_report(rep: dict) -> str:
-    lines = [abbench.format_report(rep).rstrip("\n"), ""]
+    """The verdict from the boot means first, then each boot, the spread
+    of boots against runs, and last abbench's table over the pooled runs."""
+    lines = _verdict_lines(rep) + [""]
     key = rep["param_key"]
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     lines.append(f"per boot ({rep.get('runs_per_boot')} runs each; Amean, spread of the runs)")
@@ -180,26 +248,25 @@ def format_report(rep: dict) -> str:
                      r.get("release") or "-", str(r["n"]), _num(r["mean"]),
                      _num(r["stddev"]), _num(r["min"]), _num(r["max"])))
     lines += format_table(rows, left=(0, 2, 3))
-    lines += ["", "between boots: Welch's t-test on the boot means; sd(boots) is the "
-              "spread of the boot means, sd(runs) the mean spread inside a boot"]
-    rows = [(key, "boots A", "boots B", "%chg", "p(boots)", "sd(boots) A",
-             "sd(boots) B", "sd(runs)", "verdict")]
+    lines += ["", "between boots: sd(boots) is the spread of the boot means, sd(runs) "
+              "the mean spread of the runs inside a boot (boots differ when sd(boots) is larger)"]
+    rows = [(key, "sd(boots) A", "sd(boots) B", "sd(runs)")]
     for e in rep["between_boots"]:
-        rows.append((f"{key}={e['param']}", str(e["boots"]["A"]), str(e["boots"]["B"]),
-                     _num(e["pct_change"], "{:+.2f}%"), _num(e["p_value"]),
-                     _num(e["stddev_of_boot_means"]["A"]),
+        rows.append((f"{key}={e['param']}", _num(e["stddev_of_boot_means"]["A"]),
                      _num(e["stddev_of_boot_means"]["B"]),
-                     _num(e["mean_stddev_inside_boots"]), e["verdict"]))
-    lines += format_table(rows, left=(0, 8))
+                     _num(e["mean_stddev_inside_boots"])))
+    lines += format_table(rows)
+    lines += ["", *POOLED_NOTE.split("; ", 1),
+              abbench.format_report(rep, pooled=True).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
 def plot(rep: dict, path: str) -> None:
-    """Write a PNG: per param, every run's value over the boots in the
+    """Write a plot: per param, every run's value over the boots in the
     order they ran, one colour per kernel, each boot's mean as a bar. Runs
     that scatter less than the bars move show boot-to-boot noise."""
-    plt = abbench.pyplot()
-    colors = {"A": "tab:blue", "B": "tab:orange"}
+    plt = plots.pyplot()
+    colors = abbench.COLORS
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     entries = rep["between_boots"]
     fig, axes = plt.subplots(len(entries), 1, squeeze=False,
@@ -232,7 +299,7 @@ def plot(rep: dict, path: str) -> None:
     fig.suptitle(f"{rep['workload']} ({'higher' if rep['higher_is_better'] else 'lower'}"
                  " is better; bar = the boot's mean)", fontsize=10)
     fig.tight_layout()
-    abbench.save_png(plt, fig, path)
+    plots.save(plt, fig, path)
 
 
 # --- run ---------------------------------------------------------------------
@@ -328,10 +395,15 @@ def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise KernelabError("--alpha must be between 0 and 1")
+    if args.plot:
+        plots.plot_format(args.plot)
     doc = abbench.load_results(args.file)
     if doc.get("kind") != "kernelab" or not isinstance(doc.get("boots"), list):
         raise KernelabError(f"{args.file}: not a kernelab results file "
                             "(abbench report reads one-boot comparisons)")
+    problem = check_boots(doc)
+    if problem:
+        raise KernelabError(f"{args.file}: {problem}")
     rep = analyze(doc, args.alpha, os.path.dirname(os.path.abspath(args.file)))
     if args.plot:
         plot(rep, args.plot)
@@ -385,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--alpha", type=float, default=0.05,
                      help="significance level (default: %(default)s)")
     rep.add_argument("--plot", metavar="OUT.png",
-                     help="write a PNG: each run per boot, the boot means as bars")
+                     help="plot each run per boot, the boot means as bars; the "
+                     "suffix names the format: " + ", ".join(plots.FORMATS))
     rep.set_defaults(func=cmd_report)
     return parser
 

@@ -13,7 +13,9 @@ parked CPUs after the write began (the largest ``stay_s`` over the CPUs of
 each run, and the same in that CPU's ticks, also counted from when the
 write returned), and the time to take the same CPUs
 offline and back online. Columns: runs, median, min, max, in ms (ticks
-for the tick row).
+for the tick row). A row counts the runs that have its figure; with none
+(older probes lack ``stay_ticks_after_write``) it reads "-", null in
+``--json``.
 
 Exit status: 0, 1 when the log holds no results, 2 (``parktiming: error:
 ...``) when it cannot be read, is not text, or a result lacks a field.
@@ -102,8 +104,16 @@ def read_log(path):
                               "UTF-8)") from None
 
 
+def _worst(e, key):
+    """The largest `key` over a run's CPUs; None when a CPU lacks it (a
+    field older probes do not print): that run has no figure."""
+    values = [c.get(key) for c in e["cpus"].values()]
+    return None if None in values else max(values)
+
+
 def summarize(evac, hot):
-    """{row name: {n, median, min, max}} (ms, or ticks for stay_ticks)."""
+    """{row name: {n, median, min, max}} (ms, or ticks for stay_ticks);
+    n counts the runs with the figure, and with none the rest are None."""
     rows = {
         "park write (ms)": [e["write_ns"] / 1e6 for e in evac],
         "unpark write (ms)": [e["unpark_write_ns"] / 1e6 for e in evac],
@@ -112,13 +122,13 @@ def summarize(evac, hot):
         "tasks stay after write (ticks)": [
             max(c["stay_ticks"] for c in e["cpus"].values()) for e in evac],
         "... after it returned (ticks)": [
-            max(c.get("stay_ticks_after_write", 0) for c in e["cpus"].values())
-            for e in evac],
+            v for e in evac if (v := _worst(e, "stay_ticks_after_write")) is not None],
         "hot-unplug (ms)": [ns / 1e6 for h in hot for ns in h["offline_ns"]],
         "hot-plug back (ms)": [ns / 1e6 for h in hot for ns in h["online_ns"]],
     }
     return {name: ({"n": len(v), "median": statistics.median(v), "min": min(v),
-                    "max": max(v)} if v else {"n": 0})
+                    "max": max(v)} if v else {"n": 0, "median": None, "min": None,
+                                              "max": None})
             for name, v in rows.items()}
 
 

@@ -556,6 +556,38 @@ SUMMARY_COLUMNS = [  # (key, header, decimals)
     ("find_pct", "%find", 2), ("steal", "steal", 0), ("steal_far", "far", 0),
     ("found_pct", "%found", 1)]
 
+# What each summary column is, unit first (the report's footer and --help).
+SUMMARY_LEGEND = {
+    "time": "s, elapsed between the two snapshots",
+    "busy_pct": "% of CPU time not idle or iowait, from /proc/stat",
+    "slice_ms": "ms of CPU per timeslice: rq_cpu_time / pcount",
+    "sched": "count, schedule() calls (sched_count)",
+    "idle": "count, switches to the idle task (sched_goidle)",
+    "wake": "count, wakeups (ttwu_count)",
+    "find_pct": "% of CPU time spent searching: find_time (ns in select_idle_sibling() "
+                "and in looking for a task to steal) / (elapsed ns x cpus)",
+    "steal": "count, tasks stolen by a CPU about to go idle (steal)",
+    "steal_far": "count, the steals from beyond the LLC: steal_node + steal_numa",
+    "found_pct": "% of the wakeups' searches of the LLC that found an idle CPU: "
+                 "(found_idle_cpu + found_idle_core) / (the same + nofound_idle_cpu)",
+}
+NS_FIELDS = ("rq_cpu_time", "run_delay", "find_time")
+NS_NOTE = "cpu fields are counts; rq_cpu_time, run_delay and find_time are in ns"
+
+
+def legend(keys=None) -> list[str]:
+    """Lines saying what the summary columns (those in keys, default all)
+    are, and the unit of the cpu fields."""
+    return (["summary columns:"]
+            + [f"  {head:<7} {SUMMARY_LEGEND[k]}" for k, head, _ in SUMMARY_COLUMNS
+               if keys is None or k in keys]
+            + [NS_NOTE])
+
+
+def field_unit(name: str) -> str:
+    """A cpu field's unit: ns, count, or "-" for numbers no layout names."""
+    return "ns" if name in NS_FIELDS else "-" if "_extra" in name else "count"
+
 
 # abbench's %chg means "+ = B better"; schedstat counters are neither better
 # nor worse, so diff shows a plain relative delta under a different name.
@@ -572,7 +604,8 @@ def _pct_delta(a, b):
 def diff_reports(a: dict, b: dict) -> dict:
     """Compare two compute_report() results; A is the baseline.
 
-    pct_delta is (B-A)/|A| in percent: + = B higher (see DELTA_CONVENTION)."""
+    pct_delta is (B-A)/|A| in percent: + = B higher (see DELTA_CONVENTION).
+    ``warnings``: what makes the two hard to compare (CPU counts)."""
     def rows(av: dict, bv: dict) -> dict:
         keys = list(dict.fromkeys(list(av) + list(bv)))
         return {k: {"a": av.get(k), "b": bv.get(k),
@@ -580,11 +613,16 @@ def diff_reports(a: dict, b: dict) -> dict:
     order = [k for k, _, _ in SUMMARY_COLUMNS]
     sa = {k: a["summary"][k] for k in order if k in a["summary"]}
     sb = {k: b["summary"][k] for k in order if k in b["summary"]}
+    warnings = []
+    if a["ncpus"] != b["ncpus"]:
+        warnings.append(f"A has {a['ncpus']} cpus, B has {b['ncpus']}: the per-CPU "
+                        "averages come from machines of different sizes")
     return {"a": {"version": a["version"], "ncpus": a["ncpus"], "cmd": a.get("cmd")},
             "b": {"version": b["version"], "ncpus": b["ncpus"], "cmd": b.get("cmd")},
             "summary": rows(sa, sb),
             "cpu_fields": rows({k: v["avg"] for k, v in a["cpu_fields"].items()},
-                               {k: v["avg"] for k, v in b["cpu_fields"].items()})}
+                               {k: v["avg"] for k, v in b["cpu_fields"].items()}),
+            "warnings": warnings}
 
 
 # -------------------------------------------------------------- rendering --
@@ -606,13 +644,14 @@ def render_report(rep: dict, per_cpu: bool = False, domains: bool = False) -> st
     cmd = shlex.join(rep["cmd"]) if rep.get("cmd") else "?"
     out = [(f"schedstat report: {cmd}  (exit {rep.get('exit_code')}, kernel {rep.get('uname')}, "
             f"schedstat v{rep['version']}, {rep['ncpus']} cpus: {rep['cpus']})"), "",
-           "per-CPU average of deltas; slice = ms per timeslice (rq_cpu_time / pcount)"]
+           "per-CPU average of deltas (units and meanings at the end)"]
     cols = [c for c in SUMMARY_COLUMNS if c[0] in rep["summary"]]
     out.append(_table([h for _, h, _ in cols],
                       [[_fmt(rep["summary"][k], d) for k, _, d in cols]], left_first=False))
     out += ["", "cpu fields (delta)",
-            _table(["field", "total", "avg/cpu"],
-                   [[k, v["total"], _fmt(v["avg"])] for k, v in rep["cpu_fields"].items()])]
+            _table(["field", "total", "avg/cpu", "unit"],
+                   [[k, v["total"], _fmt(v["avg"]), field_unit(k)]
+                    for k, v in rep["cpu_fields"].items()])]
     if domains and rep["domain_fields"]:
         labels = list(rep["domain_fields"])
         names = list(dict.fromkeys(n for lab in labels for n in rep["domain_fields"][lab]))
@@ -629,7 +668,7 @@ def render_report(rep: dict, per_cpu: bool = False, domains: bool = False) -> st
         out += ["", "per-cpu deltas",
                 _table(["cpu"] + names, [[f"cpu{c}"] + [_fmt(d.get(n)) for n in names]
                                          for c, d in rep["per_cpu"].items()])]
-    return "\n".join(out)
+    return "\n".join(out + [""] + legend(rep["summary"]))
 
 
 def render_diff(d: dict, a_name: str = "A", b_name: str = "B") -> str:
@@ -731,6 +770,7 @@ def cmd_diff(args) -> int:
     _warn_all(a["warnings"], f"{args.a}: ")
     _warn_all(b["warnings"], f"{args.b}: ")
     d = diff_reports(a, b)
+    _warn_all(d["warnings"])
     print(json.dumps(d, indent=2) if args.json else render_diff(d, args.a, args.b))
     return 0
 
@@ -753,13 +793,15 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--stat-path", default=DEFAULT_STAT, help=argparse.SUPPRESS)
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="command to run (after --)")
     r.set_defaults(func=cmd_record)
-    r = sub.add_parser("report", help="summarize a recording")
+    columns = dict(epilog="\n".join(legend()),
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    r = sub.add_parser("report", help="summarize a recording", **columns)
     r.add_argument("file", nargs="?", default=DEFAULT_OUTPUT)
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--per-cpu", action="store_true", help="add per-cpu rows")
     r.add_argument("--domains", action="store_true", help="add domain fields per domain")
     r.set_defaults(func=cmd_report)
-    r = sub.add_parser("diff", help="compare recording B against baseline A")
+    r = sub.add_parser("diff", help="compare recording B against baseline A", **columns)
     r.add_argument("a")
     r.add_argument("b")
     r.add_argument("--json", action="store_true")

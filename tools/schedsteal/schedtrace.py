@@ -38,6 +38,11 @@ event is the task its first line shows running; a task's state before
 its first event is unknown and it counts for nothing until then (start
 the trace before the workload, and its tasks are all seen).
 
+A ``.gz`` trace cut short (a copy that stopped) is analyzed up to its
+last complete line, with a warning naming how many lines that was
+(``truncated``, ``lines_read`` in ``--json``); corrupt gzip data is an
+error.
+
 Usage::
 
     schedtrace report trace.txt --llc 0-3 --llc 4-7
@@ -51,11 +56,12 @@ import gzip
 import json
 import re
 import sys
+import zlib
 from dataclasses import dataclass
 
 from . import stats
 from .cpulist import parse_cpulist
-from .cli import ToolParser
+from .cli import ToolParser, read_json
 from .guest.trace import SCHED_EVENTS
 from .table import format_table
 
@@ -106,18 +112,31 @@ class Topology:
 
     @classmethod
     def from_json(cls, doc: dict):
-        """From guest/topology.py's output (llc_groups, numa_nodes)."""
-        try:
-            return cls.from_groups(doc["llc_groups"], doc.get("numa_nodes"),
-                                   doc.get("cpus"))
-        except (KeyError, TypeError) as exc:
-            raise TraceError(f"topology: expected llc_groups lists ({exc})") from None
+        """From guest/topology.py's output (llc_groups, numa_nodes, cpus)."""
+        if not isinstance(doc, dict):
+            raise TraceError("topology: expected an object with llc_groups "
+                             f"(guest/topology.py's output), not {type(doc).__name__}")
+        for key, optional in (("llc_groups", False), ("numa_nodes", True)):
+            groups = doc.get(key)
+            if not (optional and groups is None) and not (
+                    isinstance(groups, list) and all(map(_is_cpus, groups))):
+                raise TraceError(f"topology: {key!r} must be a list of CPU lists "
+                                 "like [[0, 1], [2, 3]]")
+        if doc.get("cpus") is not None and not _is_cpus(doc["cpus"]):
+            raise TraceError("topology: 'cpus' must be a list of CPUs like [0, 1, 2, 3]")
+        return cls.from_groups(doc["llc_groups"], doc.get("numa_nodes"), doc.get("cpus"))
 
     def llc_of(self, cpu: int) -> int:
         if cpu not in self.llc:     # a CPU the topology did not name
             self.llc[cpu] = -1 - cpu
             self.node.setdefault(cpu, 0)
         return self.llc[cpu]
+
+
+def _is_cpus(x) -> bool:
+    """A list of CPU numbers (non-negative integers)."""
+    return isinstance(x, list) and all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in x)
 
 
 def entries_lost(text: str) -> int | None:
@@ -402,18 +421,56 @@ def analyze_lines(lines, topo: Topology, back_ms: float = 10.0) -> dict:
     return out
 
 
+class _Reader:
+    """The lines of an open trace file, counted, with its header ("#"
+    lines) kept. A gzip stream that ends early ends them: ``truncated``
+    is set and the line it cut is dropped, as it may have lost digits."""
+
+    def __init__(self, f):
+        self.f = f
+        self.lines = 0
+        self.truncated = False
+        self.header = []
+
+    def __iter__(self):
+        pending = None
+        try:
+            for line in self.f:
+                if pending is not None:
+                    yield pending
+                pending = line
+                self.lines += 1
+                if line.startswith("#"):
+                    self.header.append(line)
+        except EOFError:
+            self.truncated = True
+            if pending is not None and not pending.endswith("\n"):
+                pending = None
+                self.lines -= 1
+        if pending is not None:
+            yield pending
+
+
 def analyze_file(path: str, topo: Topology, back_ms: float = 10.0) -> dict:
-    """A trace file's summary, with ``entries_lost`` from its header."""
+    """A trace file's summary, with ``entries_lost`` from its header,
+    ``lines_read``, and ``truncated``: a .gz cut short, of which the
+    complete lines were analyzed."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", errors="replace") as f:
-            head = f.read(4096)
-            lost = entries_lost(head)
-            f.seek(0)
-            out = analyze_lines(f, topo, back_ms)
+            reader = _Reader(f)
+            out = analyze_lines(reader, topo, back_ms)
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    out["entries_lost"] = lost
+    except zlib.error as exc:
+        raise TraceError(f"cannot read {path}: corrupt gzip data ({exc})") from None
+    except TraceError as exc:
+        if not reader.truncated:
+            raise
+        raise TraceError(f"{path}: truncated (the gzip stream ends early) after "
+                         f"{reader.lines} complete lines: {exc}") from None
+    out.update(entries_lost=entries_lost("".join(reader.header)),
+               lines_read=reader.lines, truncated=reader.truncated)
     return out
 
 
@@ -423,13 +480,7 @@ def topology_from_args(args) -> Topology:
     if args.topology and args.llc:
         raise TraceError("--topology and --llc exclude each other")
     if args.topology:
-        try:
-            with open(args.topology) as f:
-                return Topology.from_json(json.load(f))
-        except OSError as exc:
-            raise TraceError(f"cannot read {args.topology}: {exc.strerror or exc}") from None
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{args.topology}: not JSON: {exc}") from None
+        return Topology.from_json(read_json(args.topology, TraceError))
     if not args.llc:
         raise TraceError("which CPUs share an LLC? give --topology FILE.json "
                          "or --llc CPULIST per LLC")
@@ -465,6 +516,9 @@ def _f(x, fmt="{:.2f}"):
 def format_summary(name: str, s: dict) -> str:
     lines = [f"{name}: {s['events']} events, {s['duration_s']:.3f} s on "
              f"{len(s['cpus'])} CPUs"]
+    if s.get("truncated"):
+        lines.append(f"WARNING: truncated: only the first {s['lines_read']} lines "
+                     "of the trace are in these figures")
     if s.get("entries_lost"):
         lines.append(f"WARNING: the ring buffer dropped {s['entries_lost']} events: "
                      "the figures are wrong")
@@ -510,6 +564,10 @@ def cmd_report(args) -> int:
         if len(args.trace) > 1:
             print(f"schedtrace: [{n}/{len(args.trace)}] {path}", file=sys.stderr)
         results[path] = analyze_file(path, topo, args.back_ms)
+        if results[path]["truncated"]:
+            print(f"schedtrace: warning: {path}: truncated (the gzip stream ends early): "
+                  f"analyzed the {results[path]['lines_read']} complete lines read",
+                  file=sys.stderr)
     if args.json:
         json.dump(results if len(results) > 1 else results[args.trace[0]],
                   sys.stdout, indent=1)
