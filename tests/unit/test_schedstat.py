@@ -711,6 +711,43 @@ def test_usage_errors_return_2(capsys):
     capsys.readouterr()
 
 
+def help_text(capsys):
+    assert ss.main(["--help"]) == 0
+    out, _ = capsys.readouterr()
+    return out
+
+
+def version_rows(out):
+    """{version: row} of the table of layouts that --help ends with."""
+    lines = out.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.split()[:2] == ["version", "kernels"])
+    return {int(line.split()[0]): line for line in lines[start + 1:]
+            if line.split() and line.split()[0].isdigit()}
+
+
+def test_help_says_where_each_version_comes_from(capsys):
+    out = help_text(capsys)
+    rows = version_rows(out)
+    assert sorted(rows) == ss.supported_versions()
+    for v, row in rows.items():
+        assert ss.get_layout(v).kernels and ss.get_layout(v).kernels in row
+    # upstream: 16 came with 6.10 (enum cpu_idle_type reordered), 17 with
+    # 6.14 (domain names, lb_imbalance split); the series' own from its patches
+    assert "up to 6.9" in rows[15]
+    assert "6.10 to 6.13" in rows[16]
+    assert "6.14 and later" in rows[17] and "7.3.4" in rows[17]
+    assert "0006-0018" in rows[116] and "0019-0032" in rows[117] and "0033" in rows[118]
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_help_lists_a_newly_registered_version(registry, capsys):
+    ss.register_version(99, ss.CPU_FIELDS, [], kernels="a test kernel")
+    ss.register_version(98, ss.CPU_FIELDS, [])
+    rows = version_rows(help_text(capsys))
+    assert "a test kernel" in rows[99]
+    assert "not stated" in rows[98]
+
+
 def test_parse_v116_steal_fields():
     text = (FIX / "schedstat_v116.txt").read_text()
     snap = ss.parse_schedstat(text)
