@@ -149,6 +149,157 @@ def test_parse_v17_names():
     assert snap.cpus[2].fields["pcount"] == 9876543
 
 
+# A real version 17 file: Debian's 7.3.4 cloud kernel (7.3.4-1~bpo13+1)
+# booted under qemu on 2026-11-24, 4 cpus on 2 sockets; how it was recorded
+# is in fixtures/schedstat/README.md ("The Debian 7.3.4 capture").
+DEB73 = "schedstat-v17-debian-7.3.4-cloud-amd64.txt"
+DEB73_BEFORE = "schedstat-v17-debian-7.3.4-cloud-amd64-before.txt"
+DEB73_HZ = 250   # CONFIG_HZ of that kernel: the recording's times come from the jiffies
+
+# The fields as that kernel's Documentation/scheduler/sched-stats.rst numbers
+# them (cpu<N> 1-9; domain<N> <name> <cpumask> 1-45), in the order it lists them.
+DOC_V17_CPU = ["yld_count",        # 1) sched_yield() calls
+               "array_exp",        # 2) legacy O(1) field, always zero
+               "sched_count",      # 3) schedule() calls
+               "sched_goidle",     # 4) schedule() left the cpu idle
+               "ttwu_count",       # 5) try_to_wake_up() calls
+               "ttwu_local",       # 6) ... to wake up the local cpu
+               "rq_cpu_time",      # 7) time spent running, ns
+               "run_delay",        # 8) time spent waiting to run, ns
+               "pcount"]           # 9) timeslices run
+DOC_V17_DOMAIN = [f"{name}_{itype}"
+                  # 1-11 "when the cpu was busy", 12-22 "idle", 23-33 "just becoming idle"
+                  for itype in ("busy", "idle", "newidle")
+                  for name in ("lb_count",             # sched_balance_rq() called
+                               "lb_balanced",          # found the load did not need balancing
+                               "lb_failed",            # tried to move tasks and failed
+                               "lb_imbalance_load",    # total imbalance in load
+                               "lb_imbalance_util",    # ... in utilization
+                               "lb_imbalance_task",    # ... in number of tasks
+                               "lb_imbalance_misfit",  # ... due to misfit tasks
+                               "lb_gained",            # detach_task() called
+                               "lb_hot_gained",        # ... on a cache-hot task
+                               "lb_nobusyq",           # no busier queue found
+                               "lb_nobusyg")] + [      # busier queue but no busier group
+    "alb_count", "alb_failed", "alb_pushed",           # 34-36 active_load_balance()
+    "sbe_count", "sbe_balanced", "sbe_pushed",         # 37-39 sched_balance_exec(), not used
+    "sbf_count", "sbf_balanced", "sbf_pushed",         # 40-42 sched_balance_fork(), not used
+    "ttwu_wake_remote", "ttwu_move_affine", "ttwu_move_balance"]   # 43-45 try_to_wake_up()
+
+
+def test_v17_layout_is_the_documented_one():
+    lay = ss.get_layout(17)
+    assert list(lay.cpu_fields) == DOC_V17_CPU
+    assert list(lay.domain_fields) == DOC_V17_DOMAIN
+    assert lay.domain_has_name
+
+
+def test_parse_real_v17():
+    snap = ss.parse_schedstat(text(DEB73), DEB73)
+    assert (snap.version, snap.timestamp, sorted(snap.cpus)) == (17, 4294894817, [0, 1, 2, 3])
+    assert snap.warnings == []
+    for cpu in snap.cpus.values():
+        assert [(d.level, d.name) for d in cpu.domains] == [(0, "MC"), (1, "PKG")]
+        assert cpu.domains[1].span == "f" and cpu.domains[1].cpus() == [0, 1, 2, 3]
+    assert [snap.cpus[c].domains[0].span for c in range(4)] == ["3", "3", "c", "c"]
+    assert snap.cpus[2].domains[0].cpus() == [2, 3]
+    cpu0 = snap.cpus[0].fields
+    assert (cpu0["sched_count"], cpu0["sched_goidle"], cpu0["ttwu_count"]) == (2809, 461, 1421)
+    assert (cpu0["rq_cpu_time"], cpu0["run_delay"], cpu0["pcount"]) == (5677901357, 3469044329,
+                                                                      2113)
+    pkg = snap.cpus[2].domains[1].fields
+    assert pkg["lb_imbalance_load_busy"] == 5678      # doc field 4
+    assert pkg["lb_imbalance_util_idle"] == 8700      # doc field 16
+    assert pkg["lb_imbalance_util_newidle"] == 1408   # doc field 27
+    assert pkg["ttwu_wake_remote"] == 114 and pkg["ttwu_move_affine"] == 51   # 43, 44
+
+
+@pytest.mark.parametrize("name", [DEB73, DEB73_BEFORE])
+def test_real_v17_every_number_lands_on_its_documented_field(name):
+    """Field N of every line of the capture is the documented field N."""
+    raw = [line.split() for line in text(name).splitlines()[2:]]
+    snap = ss.parse_schedstat(text(name))
+    lines = [x for c in snap.cpus.values()
+             for x in [(c.fields, DOC_V17_CPU, 0)] + [(d.fields, DOC_V17_DOMAIN, 2)
+                                                      for d in c.domains]]
+    assert len(lines) == len(raw) == 12
+    for (fields, doc, skip), toks in zip(lines, raw):
+        numbers = toks[1 + skip:]              # after cpuN, or domainN <name> <cpumask>
+        assert len(numbers) == len(doc) == len(fields)
+        assert all(fields[n] == int(v) for n, v in zip(doc, numbers))
+
+
+@pytest.mark.parametrize("name", [DEB73, DEB73_BEFORE])
+def test_real_v17_counters_agree_with_each_other(name):
+    """What the document says of the fields holds in the capture; a field
+    read from the wrong position would break some of it."""
+    for cpu in ss.parse_schedstat(text(name)).cpus.values():
+        f = cpu.fields
+        assert f["array_exp"] == 0                                 # "always set to zero"
+        assert f["ttwu_local"] <= f["ttwu_count"] and f["sched_goidle"] <= f["sched_count"]
+        for d in cpu.domains:
+            g = d.fields
+            assert all(g[f"{k}_{x}"] == 0 for k in ("sbe", "sbf")      # "not used"
+                       for x in ("count", "balanced", "pushed"))
+            assert g["alb_failed"] + g["alb_pushed"] <= g["alb_count"]
+            for t in ("busy", "idle", "newidle"):
+                assert g[f"lb_balanced_{t}"] + g[f"lb_failed_{t}"] <= g[f"lb_count_{t}"]
+                assert g[f"lb_nobusyq_{t}"] + g[f"lb_nobusyg_{t}"] <= g[f"lb_balanced_{t}"]
+                assert g[f"lb_hot_gained_{t}"] <= g[f"lb_gained_{t}"]
+                assert g[f"lb_imbalance_misfit_{t}"] == 0   # a guest of equal cpus: no misfits
+
+
+def deb73_recording():
+    before, after = text(DEB73_BEFORE), text(DEB73)
+    times = [ss.parse_schedstat(t).timestamp / DEB73_HZ for t in (before, after)]
+    return ss.make_recording(
+        {"time": times[0], "schedstat": before,
+         "stat": text("proc-stat-debian-7.3.4-cloud-amd64-before.txt")},
+        {"time": times[1], "schedstat": after,
+         "stat": text("proc-stat-debian-7.3.4-cloud-amd64.txt")}, ["load"], 0)
+
+
+def test_report_real_v17():
+    rep = ss.compute_report(deb73_recording())
+    assert (rep["version"], rep["ncpus"], rep["cpus"], rep["warnings"]) == (17, 4, "0-3", [])
+    s = rep["summary"]
+    assert s["time"] == pytest.approx(1595 / 250)
+    # the aggregate cpu line of /proc/stat: busy 2+327+24 -> 115+892+60, idle 608 -> 1634
+    assert s["busy_pct"] == pytest.approx(100 * 714 / 1740)
+    # per-cpu deltas, by hand: sched_count 2032 1863 2156 2218, sched_goidle 223 280 219
+    # 127, ttwu_count 858 745 879 1062; rq_cpu_time 14584094555 ns over 6694 timeslices
+    assert (s["sched"], s["idle"], s["wake"]) == (8269 / 4, 849 / 4, 3544 / 4)
+    assert s["slice_ms"] == pytest.approx(14584094555 / 6694 / 1e6)
+    assert rep["domains"] == {"MC": {"levels": [0], "ncpus": 4, "cpus": "0-3"},
+                              "PKG": {"levels": [1], "ncpus": 4, "cpus": "0-3"}}
+    assert rep["domain_fields"]["MC"]["lb_count_busy"]["total"] == 61 + 52 + 58 + 60
+    assert rep["domain_fields"]["PKG"]["lb_imbalance_util_idle"]["total"] == \
+        5514 + 1460 + (8700 - 6291) + (2325 - 1380)
+    assert list(rep["domain_fields"]["PKG"]) == DOC_V17_DOMAIN
+
+
+def test_report_real_v17_cli(tmp_path, capsys):
+    path = tmp_path / "deb73.json"
+    path.write_text(json.dumps(deb73_recording()))
+    rc, out, err = run_main(capsys, "report", str(path), "--domains")
+    assert rc == 0 and err == ""
+    assert "schedstat v17, 4 cpus: 0-3" in out.splitlines()[0]
+    lines = out.splitlines()
+    assert "  MC: level 0, 4 cpus, span 0-3" in lines
+    assert "  PKG: level 1, 4 cpus, span 0-3" in lines
+    row = next(line for line in lines if line.split()[:1] == ["lb_count_busy"])
+    # MC 84+68+65+76 - (23+16+7+16), PKG 41+30+35+37 - (10+7+3+7)
+    assert row.split() == ["lb_count_busy", "231", "116"]
+
+
+def test_show_real_v17(capsys):
+    rc, out, err = run_main(capsys, "show", fx(DEB73), "--domains")
+    assert rc == 0 and err == ""
+    assert out.splitlines()[0] == "schedstat v17, timestamp 4294894817, 4 cpus"
+    head = next(line for line in out.splitlines() if line.split()[:1] == ["field"]).split()
+    assert head[1:] == [f"cpu{c}/{d}" for c in range(4) for d in ("MC", "PKG")]
+
+
 def test_v17_domain_without_name_is_tolerated():
     t = "version 17\ntimestamp 1\ncpu0 " + "0 " * 9 + "\ndomain0 03 " + "1 " * 45 + "\n"
     [d] = ss.parse_schedstat(t).cpus[0].domains
@@ -628,6 +779,43 @@ def test_usage_errors_return_2(capsys):
     assert ss.main(["report", "--bogus"]) == 2
     assert ss.main(["--help"]) == 0
     capsys.readouterr()
+
+
+def help_text(capsys):
+    assert ss.main(["--help"]) == 0
+    out, _ = capsys.readouterr()
+    return out
+
+
+def version_rows(out):
+    """{version: row} of the table of layouts that --help ends with."""
+    lines = out.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.split()[:2] == ["version", "kernels"])
+    return {int(line.split()[0]): line for line in lines[start + 1:]
+            if line.split() and line.split()[0].isdigit()}
+
+
+def test_help_says_where_each_version_comes_from(capsys):
+    out = help_text(capsys)
+    rows = version_rows(out)
+    assert sorted(rows) == ss.supported_versions()
+    for v, row in rows.items():
+        assert ss.get_layout(v).kernels and ss.get_layout(v).kernels in row
+    # upstream: 16 came with 6.10 (enum cpu_idle_type reordered), 17 with
+    # 6.14 (domain names, lb_imbalance split); the series' own from its patches
+    assert "up to 6.9" in rows[15]
+    assert "6.10 to 6.13" in rows[16]
+    assert "6.14 and later" in rows[17] and "7.3.4" in rows[17]
+    assert "0006-0018" in rows[116] and "0019-0032" in rows[117] and "0033" in rows[118]
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_help_lists_a_newly_registered_version(registry, capsys):
+    ss.register_version(99, ss.CPU_FIELDS, [], kernels="a test kernel")
+    ss.register_version(98, ss.CPU_FIELDS, [])
+    rows = version_rows(help_text(capsys))
+    assert "a test kernel" in rows[99]
+    assert "not stated" in rows[98]
 
 
 def test_parse_v116_steal_fields():

@@ -25,7 +25,13 @@ From Python (the A/B bench runner)::
     rep = ss.compute_report(rec)           # the dict `report --json` prints
 
 Field layout (verified against Documentation/scheduler/sched-stats.rst and
-kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16), 6.13+ (v17)):
+kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16) and
+7.3.4 (v17); v17 also against a real /proc/schedstat of Debian's 7.3.4, see
+tests/unit/fixtures/schedstat/README.md).  Which kernels print which
+version is said where each is registered (``kernels=``) and in
+``schedstat --help``: upstream 15 up to 6.9, 16 in 6.10-6.13 (the
+enum cpu_idle_type reorder, merged for 6.10), 17 from 6.14 (domain names
+and the split lb_imbalance, merged for 6.14); 116-118 are this series'.
 
 * ``cpuN`` lines, all versions: yld_count array_exp sched_count sched_goidle
   ttwu_count ttwu_local rq_cpu_time run_delay pcount.  array_exp is the legacy
@@ -56,7 +62,8 @@ kernel/sched/stats.c show_schedstat() of Linux 6.6 (v15), 6.12 (v16), 6.13+ (v17
 A new layout is one call (later patches add cpu fields and bump the version)::
 
     register_version(18, CPU_FIELDS + ["steal", "steal_fail", "find_time"],
-                     domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True)
+                     domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True,
+                     kernels="which kernels print it, for --help")
 
 Numbers beyond the table are kept as ``cpu_extra<N>`` / ``domain_extra<N>``,
 N being the 1-based position of the number on the line as sched-stats.rst
@@ -145,20 +152,23 @@ class VersionLayout:
     cpu_fields: tuple
     domain_fields: tuple
     domain_has_name: bool
+    kernels: str = ""          # which kernels print this version, for --help
 
 
 _LAYOUTS: dict[int, VersionLayout] = {}
 
 
 def register_version(version: int, cpu_fields, domain_fields, domain_has_name: bool = False,
-                     replace: bool = False) -> VersionLayout:
-    """Teach the parser a /proc/schedstat version (replace=True overrides a known one)."""
+                     replace: bool = False, kernels: str = "") -> VersionLayout:
+    """Teach the parser a /proc/schedstat version (replace=True overrides a known one);
+    kernels says which kernels print it (shown by --help)."""
     if version in _LAYOUTS and not replace:
         raise ValueError(f"schedstat version {version} already registered")
     for kind, names in (("cpu", cpu_fields), ("domain", domain_fields)):
         if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
             raise ValueError(f"version {version}: {kind} field names must be unique strings")
-    layout = VersionLayout(version, tuple(cpu_fields), tuple(domain_fields), domain_has_name)
+    layout = VersionLayout(version, tuple(cpu_fields), tuple(domain_fields), domain_has_name,
+                           kernels)
     _LAYOUTS[version] = layout
     return layout
 
@@ -176,9 +186,12 @@ def get_layout(version: int) -> VersionLayout:
                              f"add one with register_version())") from None
 
 
-register_version(15, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V15))
-register_version(16, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
-register_version(17, CPU_FIELDS, domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True)
+register_version(15, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V15),
+                 kernels="Linux up to 6.9 (6.1 and 6.6 among them)")
+register_version(16, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
+                 kernels="Linux 6.10 to 6.13 (6.12, this series' base)")
+register_version(17, CPU_FIELDS, domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True,
+                 kernels="Linux 6.14 and later (checked on Debian's 7.3.4)")
 
 # The sched-steal series (patches/): version 16 plus ten cpu-line fields.
 # Out of mainline's sequence on purpose (mainline's 17 changed the domain
@@ -187,18 +200,21 @@ STEAL_CPU_FIELDS = ["found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
                     "nofound_idle_cpu", "recent_used_hit", "recent_used_miss",
                     "find_time", "steal_attempt", "steal", "steal_fail"]
 register_version(116, CPU_FIELDS + STEAL_CPU_FIELDS,
-                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
+                 kernels="6.12 + sched-steal 0006-0018: 16 and 10 cpu fields")
 # The parking patches add three: pushes run by a parked CPU, tasks moved
 # off it (by any path), tasks found that may run on parked CPUs only.
 PARK_CPU_FIELDS = ["park_push", "park_evac", "park_pinned"]
 register_version(117, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS,
-                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
+                 kernels="6.12 + sched-steal 0019-0032: 116 and 3 parked-CPU fields")
 # STEAL_NODE and STEAL_NUMA add three: searches that went beyond the LLC,
 # tasks stolen from another LLC of the node, from another node (both also
 # counted in steal).
 FAR_STEAL_CPU_FIELDS = ["steal_beyond", "steal_node", "steal_numa"]
 register_version(118, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS + FAR_STEAL_CPU_FIELDS,
-                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16))
+                 domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
+                 kernels="6.12 + sched-steal 0033 on: 117 and 3 far-steal fields")
 
 
 # ------------------------------------------------------------- data model --
@@ -783,9 +799,19 @@ def cmd_show(args) -> int:
     return 0
 
 
+def versions_help() -> str:
+    """The --help epilog: each registered layout and the kernels that print it."""
+    rows = [["version", "kernels"]] + [[v, get_layout(v).kernels or "(not stated)"]
+                                       for v in supported_versions()]
+    return "\n".join(["/proc/schedstat layouts read (the file's first line is 'version N'):"]
+                     + format_table(rows, left=(0, 1), indent="  ")
+                     + ["A version missing here is refused; register_version() adds one."])
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="perf-sched-stats style /proc/schedstat "
-                                "recorder and reporter")
+                                "recorder and reporter", epilog=versions_help(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{record,report,diff,show}")
     r = sub.add_parser("record", help="snapshot schedstat around a command")
     r.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="recording file (%(default)s)")
