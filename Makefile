@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb deb-config test-deb test test-unit \
+.PHONY: help setup kernel kernels qemu vm demo baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb deb-config test-deb test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make test            every test: tools, series, kernel builds, boots (what CI runs)"
 	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
 	@echo "make kernel [CONFIG=test|debug|jumplabel]   build the series; prints the bzImage path"
+	@echo "make qemu            build the lab QEMU (steal time under TCG, the parallel clock; docs/lab.md)"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
@@ -48,6 +49,10 @@ kernels: setup
 	@$(STAGE) build-test-kernel scripts/build-kernel.sh test >/dev/null
 	@$(STAGE) build-debug-kernel scripts/build-kernel.sh debug >/dev/null
 	@$(STAGE) build-jumplabel-kernel scripts/build-kernel.sh jumplabel >/dev/null
+
+# The lab QEMU: Debian's source of the installed QEMU with qemu/patches.
+qemu: setup
+	@$(STAGE) build-lab-qemu scripts/build-qemu.sh
 
 vm: setup
 	@test -n "$$CMD" || { echo "make vm: CMD='...' is required" >&2; exit 2; }

@@ -121,7 +121,8 @@ make_tree() { # VERSION DSC
 	)
 	rm -rf "$QTREE" "$QBUILD"
 	mv "$tmp/src" "$QTREE"
-	rmdir "$tmp"
+	# dpkg-source leaves a copy of the upstream tarball beside the tree.
+	rm -rf "$tmp"
 }
 
 configure() {

@@ -17,6 +17,9 @@ DEB_PACKAGES=(
 	udev systemd iproute2
 	procps util-linux                 # ps, taskset, dmesg in the guest scripts
 	rt-tests stress-ng linux-perf     # workloads: hackbench, cyclictest, stress-ng, perf bench
+	# make qemu: the lab QEMU from Debian's source (x86_64 emulator, 9p)
+	meson ninja-build pkg-config libglib2.0-dev libpixman-1-dev libfdt-dev
+	libcap-ng-dev libattr1-dev zlib1g-dev
 )
 # virtme-ng pinned so that a guest boots the same way on every machine;
 # setuptools and wheel build the editable install of our own package.

@@ -734,6 +734,18 @@ def test_report_never_mixes_hmean_and_amean(capsys, fake_schedstat, tmp_path):
     assert g2["A"]["mean"] == pytest.approx(400 / 3)
 
 
+def test_report_names_the_clock(capsys, fake_schedstat, tmp_path):
+    out = cli(capsys, "report", RESULTS)[1]
+    assert "clock: not recorded" in out
+    doc = json.loads(Path(RESULTS).read_text())
+    doc["lab"] = {"clock": "parallel", "qemu": "lab", "quantum_ns": 4000, "steal_time": False}
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(doc))
+    out = cli(capsys, "report", str(path))[1]
+    assert "clock: parallel on lab QEMU, quantum 4000 ns" in out.splitlines()[2]
+    assert json.loads(cli(capsys, "report", str(path), "--json")[1])["lab"]["clock"] == "parallel"
+
+
 def test_report_states_pct_convention(capsys, fake_schedstat, tmp_path):
     for path in (RESULTS, rate_doc(tmp_path, {1: ([1.0, 2.0], [2.0, 3.0])})):
         out = cli(capsys, "report", path)[1]

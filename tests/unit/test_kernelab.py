@@ -37,7 +37,8 @@ def make_args(tmp_path, **kw):
     args = dict(a_kernel=str(a), b_kernel=str(b), a_name="stock", b_name="series",
                 a_setting="none", b_setting="feat:NO_STEAL", preset="smp2", boots=2,
                 runs=3, warmup=1, workload="hackbench-process-pipe", param=["2"],
-                loops=100, no_schedstat=False, qemu_opts=None, timeout=100.0, run_timeout=60.0,
+                loops=100, no_schedstat=False, qemu_opts=[], timeout=100.0, run_timeout=60.0,
+                qemu="stock", clock=None, quantum=None, steal_time=None,
                 out=str(tmp_path / "out"))
     args.update(kw)
     return types.SimpleNamespace(**args)
@@ -50,9 +51,10 @@ class StubBoot:
     def __init__(self, fail_at=None, splat_at=None):
         self.calls, self.fail_at, self.splat_at = [], fail_at, splat_at
 
-    def __call__(self, kernel, preset, cmd, timeout, keep, qemu_opts):
+    def __call__(self, kernel, preset, cmd, timeout, keep, qemu_opts, lab):
         n = len(self.calls)
         self.calls.append((kernel, preset, cmd))
+        self.qemu_opts, self.lab = qemu_opts, lab
         os.makedirs(keep, exist_ok=True)
         base = (1.0 if kernel.endswith("a.bzImage") else 2.0) + 0.5 * (n // 2)
         if n != self.fail_at:
@@ -63,6 +65,27 @@ class StubBoot:
                                      output="guest output\n", timed_out=False,
                                      splats=splats, died=False,
                                      status=1 if n == self.fail_at else 0)
+
+
+def test_run_passes_the_clock_to_every_boot_and_records_it(tmp_path, capsys):
+    args = make_args(tmp_path, clock="icount")
+    stub = StubBoot()
+    assert kernelab.cmd_run(args, boot=stub) == 0
+    assert stub.qemu_opts == ["-icount shift=0,sleep=off"]
+    assert stub.lab.clock == "icount"
+
+
+def test_boots_under_different_clocks_are_not_merged():
+    docs = [boot_doc([1.0]), boot_doc([2.0])]
+    docs[0]["lab"] = {"clock": "parallel", "qemu": "lab", "quantum_ns": 4000}
+    docs[1]["lab"] = {"clock": "icount", "qemu": "lab", "quantum_ns": None}
+    boots = [{"pair": 0, "setting": s, "doc": d, "dir": s} for s, d in zip("AB", docs)]
+    names = {"A": "a", "B": "b"}
+    kernels = {s: {"path": s, "setting": "none"} for s in "AB"}
+    with pytest.raises(kernelab.KernelabError, match="different clocks"):
+        kernelab.merge(boots, names, kernels, 1, True)
+    docs[1]["lab"] = dict(docs[0]["lab"])
+    assert kernelab.merge(boots, names, kernels, 1, True)["lab"]["clock"] == "parallel"
 
 
 def test_run_boots_abba_and_merges(tmp_path, capsys):
@@ -228,6 +251,12 @@ BAD_KERNELAB = {
                                 "run 1: it is an A run, but boot 2 booted B"),
     "runs_per_boot string": (lambda d: d.update(runs_per_boot="five"),
                              "'runs_per_boot' must be an integer"),
+    "boot lab a string": (lambda d: d["boots"][0].update(lab="parallel"),
+                          "boot 1: 'lab' must be an object"),
+    "boots under two clocks": (
+        lambda d: [b.update(lab={"clock": "parallel" if b["position"] % 2 else "icount",
+                                 "qemu": "lab"}) for b in d["boots"]],
+        "the boots were taken under different clocks"),
 }
 
 
@@ -265,9 +294,9 @@ def jump_label_tree(tmp_path, name, jump_label):
 
 
 @pytest.mark.parametrize("qemu_opts, refused", [
-    (None, True),
-    ("-accel tcg,thread=single", False),
-    ("-icount shift=auto,sleep=off", False),
+    ([], True),
+    (["-accel tcg,thread=single"], False),
+    (["-icount shift=auto,sleep=off"], False),
 ])
 def test_jump_label_kernel_against_one_without_is_refused(tmp_path, qemu_opts, refused):
     args = make_args(tmp_path, a_kernel=jump_label_tree(tmp_path, "a", False),

@@ -284,6 +284,7 @@ def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict
         "alpha": alpha, "complete": doc.get("complete", True),
         "order": doc.get("order"), "seed": doc.get("seed"),
         "settings": doc["settings"], "params": [], "notes": [],
+        "lab": doc.get("lab"),
     }
     for param in doc["params"]:
         entry = {"param": param}
@@ -393,6 +394,18 @@ def _fmt_pct(pct: float | None, star: bool) -> str:
     return f"*{body:>8}*" if star else f"({body:>8})"
 
 
+def clock_line(rec: dict | None) -> str:
+    """What a results file says of its QEMU and clock (docs/lab.md)."""
+    if not rec:
+        return "not recorded (a real machine, or a run from before the lab)"
+    text = f"{rec.get('clock', '?')} on {rec.get('qemu', '?')} QEMU"
+    if rec.get("quantum_ns"):
+        text += f", quantum {rec['quantum_ns']} ns"
+    if rec.get("steal_time"):
+        text += ", steal time shown"
+    return text
+
+
 def format_report(rep: dict, pooled: bool = False) -> str:
     """mmtests compare-kernels style text for an ``analyze`` result.
     ``pooled``: the runs come from several boots (kernelab), which this
@@ -409,6 +422,8 @@ def format_report(rep: dict, pooled: bool = False) -> str:
         f"{rep['workload']} ({rep['unit'] or 'no unit'}, {direction} is better{order})"]
     lines.append(f"%chg: + = better than base A ({labels[0]}); *x%* = p < {rep['alpha']:g} "
                  f"(Welch t-test{on}), (x%) = not significant")
+    if not pooled:
+        lines.append(f"clock: {clock_line(rep.get('lab'))}")
     if not rep.get("complete", True):
         lines.append("WARNING: the run did not complete; partial results")
     rows = []

@@ -37,7 +37,7 @@ import shlex
 import sys
 import time
 
-from . import abbench, plots, stats, vm
+from . import abbench, lab, plots, stats, vm
 from .cli import ToolParser, run_subcommand
 from .guest import workloads as wl
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES, parse_params, write_json
@@ -94,6 +94,10 @@ def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
                              "setting": kernels[s]["setting"]} for s in SIDES},
                runs_per_boot=runs_per_boot,
                boots=[], runs=[], warmup=[])
+    try:
+        out["lab"] = lab.check_same_clock([b["doc"].get("lab") for b in boots], "the boots")
+    except lab.LabError as exc:
+        raise KernelabError(str(exc)) from None
     for pos, b in enumerate(boots):
         doc = b["doc"]
         for key in ("workload", "unit", "higher_is_better", "params"):
@@ -103,7 +107,8 @@ def merge(boots: list[dict], names: dict, kernels: dict, runs_per_boot: int,
         host = doc.get("host") or {}
         out["boots"].append({"position": pos, "pair": b["pair"], "setting": b["setting"],
                              "dir": b["dir"], "release": host.get("release"),
-                             "complete": doc.get("complete", False)})
+                             "complete": doc.get("complete", False),
+                             "lab": doc.get("lab")})
         for run in doc.get("runs", []):
             if run.get("setting") != "A":
                 continue
@@ -122,12 +127,18 @@ def check_boots(doc: dict) -> str | None:
         where = f"boot {n + 1}"
         if not isinstance(b, dict):
             return f"{where}: not an object"
+        if b.get("lab") is not None and not isinstance(b["lab"], dict):
+            return f"{where}: 'lab' must be an object"
         if not abbench._is_int(b.get("position")) or b["position"] != n:
             return f"{where}: 'position' must be {n} (the boots in the order they ran)"
         if b.get("setting") not in SIDES:
             return f"{where}: 'setting' must be A or B, not {b.get('setting')!r}"
         if not abbench._is_int(b.get("pair")):
             return f"{where}: 'pair' must be an integer"
+    try:
+        lab.check_same_clock([b.get("lab") for b in doc["boots"]], "the boots")
+    except lab.LabError as exc:
+        return str(exc)
     for n, run in enumerate(doc["runs"], 1):
         boot = run.get("boot")
         if not abbench._is_int(boot) or not 0 <= boot < len(doc["boots"]):
@@ -238,7 +249,8 @@ def _verdict_lines(rep: dict) -> list[str]:
 def format_report(rep: dict) -> str:
     """The verdict from the boot means first, then each boot, the spread
     of boots against runs, and last abbench's table over the pooled runs."""
-    lines = _verdict_lines(rep) + [""]
+    lines = _verdict_lines(rep)
+    lines += [f"clock: {abbench.clock_line(rep.get('lab'))}", ""]
     key = rep["param_key"]
     labels = {s: rep["settings"][s]["name"] for s in SIDES}
     lines.append(f"per boot ({rep.get('runs_per_boot')} runs each; Amean, spread of the runs)")
@@ -311,8 +323,9 @@ def check_same_tcg_mode(args: argparse.Namespace) -> None:
     same way: refuse, unless --qemu-opts choose the accelerator for both."""
     single = {s: vm.needs_single_thread_tcg(getattr(args, f"{s.lower()}_kernel"))
               for s in SIDES}
-    opts = args.qemu_opts or ""
-    if single["A"] == single["B"] or "-accel" in opts or "-icount" in opts:
+    opts = " ".join(args.qemu_opts or [])
+    if (single["A"] == single["B"] or "-accel" in opts or "-icount" in opts
+            or getattr(args, "clock", None) in ("icount", "parallel")):
         return
     jl, other = ("A", "B") if single["A"] else ("B", "A")
     raise KernelabError(
@@ -345,6 +358,7 @@ def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
     """The ``run`` subcommand; ``boot`` is vm.run (a stub in the tests)."""
     try:
         check_run_args(args)
+        labrec, qemu = vm.lab_from_args(args)
     except (vm.VMError, wl.WorkloadError) as exc:
         raise KernelabError(str(exc)) from None
     os.makedirs(args.out, exist_ok=True)
@@ -354,14 +368,13 @@ def cmd_run(args: argparse.Namespace, boot=vm.run) -> int:
                    "setting": getattr(args, f"{s.lower()}_setting")} for s in SIDES}
     done = []
     order = boot_order(args.boots)
-    qemu = [args.qemu_opts] if args.qemu_opts else None
     for pos, (pair, side) in enumerate(order):
         bdir = os.path.join(args.out, f"boot-{pos + 1}-{side}")
         print(f"[boot {pos + 1}/{len(order)}] {side} ({names[side]}) on {args.preset}: "
               f"{args.runs} runs", file=sys.stderr, flush=True)
         start = time.monotonic()
         res = boot(kernels[side]["path"], args.preset, guest_command(args, side),
-                   timeout=args.timeout, keep=bdir, qemu_opts=qemu)
+                   timeout=args.timeout, keep=bdir, qemu_opts=qemu or None, lab=labrec)
         with open(os.path.join(bdir, "guest.log"), "w") as f:
             f.write(res.output)
         problem = None
@@ -443,8 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-schedstat", action="store_true",
                      help="leave kernel.sched_schedstats off (its default): the "
                      "cost of the counters themselves stays out of the times")
-    run.add_argument("--qemu-opts", help="extra QEMU arguments, e.g. "
-                     "'-icount shift=0,sleep=off'")
+    run.add_argument("--qemu-opts", action="append", default=[],
+                     help="extra QEMU arguments, e.g. '-icount shift=0,sleep=off' "
+                     "(repeatable)")
+    vm.add_lab_arguments(run)
     run.add_argument("--timeout", type=float, default=3000.0,
                      help="seconds per boot (default: %(default)g)")
     run.add_argument("--run-timeout", type=float, default=600.0,

@@ -145,6 +145,7 @@ class Runner:
                      "ncpus": os.cpu_count(), "cmdline": _cmdline()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "topology": _topology(),
+            "lab": _lab(),
         }
 
     def save(self) -> None:
@@ -292,6 +293,20 @@ def _topology() -> dict | None:
         return kernel.topology()
     except Exception:  # noqa: BLE001 -- not a guest (tests): no topology
         return None
+
+
+def _lab() -> dict | None:
+    """The QEMU and clock of the boot (lab.json, which schedsteal-vm puts
+    in $SCHEDSTEAL_OUT); None outside such a guest (bare metal)."""
+    out = os.environ.get("SCHEDSTEAL_OUT")
+    if not out:
+        return None
+    try:
+        with open(os.path.join(out, "lab.json")) as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def _check_trace_events() -> None:
