@@ -34,7 +34,7 @@ CONFIGURE_OPTS=(
 	--without-default-features --target-list=x86_64-softmmu --enable-tcg
 	--enable-virtfs --enable-attr --enable-cap-ng --enable-fdt=system
 	--disable-docs --disable-tools --disable-werror --disable-debug-info
-	"--firmwarepath=$(IFS=,; echo "${FIRMWARE_DIRS[*]}")"
+	"--firmwarepath=$(IFS=:; echo "${FIRMWARE_DIRS[*]}")"
 )
 
 mode=build

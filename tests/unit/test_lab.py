@@ -33,19 +33,19 @@ def test_default_is_stock_qemu_and_the_host_clock():
     assert (got.qemu, got.binary, got.clock, got.steal_time) == ("stock", None, "host", False)
     assert extra == []
     assert got.record() == {"qemu": "stock", "qemu_binary": None, "clock": "host",
-                            "quantum_ns": None, "steal_time": False}
+                            "lean_devices": False, "quantum_ns": None, "steal_time": False}
 
 
 def test_lab_qemu_on_the_host_clock_shows_steal_time(lab_cache):
     got, extra = lab.resolve("lab", cache=lab_cache)
     assert got.binary == str(lab.lab_binary(lab_cache))
     assert got.clock == "host" and got.steal_time
-    assert extra == [lab.STEAL_TIME_CPU, lab.THREAD_NAMES]
+    assert extra == [lab.LEAN_DEVICES, lab.STEAL_TIME_CPU, lab.THREAD_NAMES]
 
 
 def test_parallel_clock_options_and_record(lab_cache):
     got, extra = lab.resolve("lab", "parallel", quantum_ns=2000, cache=lab_cache)
-    assert extra == ["-icount shift=0,sleep=off,parallel=on,quantum=2000"]
+    assert extra == [lab.LEAN_DEVICES, "-icount shift=0,sleep=off,parallel=on,quantum=2000"]
     assert not got.steal_time
     rec = got.record()
     assert rec["clock"] == "parallel" and rec["quantum_ns"] == 2000
@@ -62,7 +62,7 @@ def test_icount_clock_works_with_stock_qemu():
 def test_clock_given_by_raw_options_adds_nothing_but_steal_time(lab_cache):
     got, extra = lab.resolve("lab", None, qemu_opts=["-icount shift=0,sleep=off,parallel=on"],
                              cache=lab_cache)
-    assert got.clock == "parallel" and extra == []
+    assert got.clock == "parallel" and extra == [lab.LEAN_DEVICES]
 
 
 @pytest.mark.parametrize("kwargs,message", [

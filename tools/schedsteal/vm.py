@@ -520,7 +520,9 @@ def resolve_lab(qemu: str = "stock", clock: str | None = None,
     """The QEMU and clock a boot runs under, and the QEMU options they
     add (lab.resolve); VMError for a choice that cannot work."""
     try:
-        cache = cache_dir() if qemu == "lab" else None
+        cache = cache_dir() if qemu != "stock" else None
+        if cache and qemu != "lab" and Path(qemu).resolve() == labmod.lab_binary(cache).resolve():
+            qemu = "lab"  # the same binary, by its name
         return labmod.resolve(qemu, clock, quantum_ns, steal_time, qemu_opts, cache)
     except labmod.LabError as e:
         raise VMError(str(e)) from None

@@ -1,0 +1,90 @@
+"""The lab's validation (docs/lab.md): checks of the instrument, not of the
+kernel. Its ratios are what the lab claims to measure, so they are
+asserted: steal time in the guest against the run delay the host keeps
+for each vCPU thread, and the parallel clock's time for N loops on N
+vCPUs against one loop on one. Three boots (schedsteal.labcheck, which
+`schedsteal-lab validate` runs too), all on the lab QEMU (`make qemu`;
+$SCHEDSTEAL_QEMU_LAB names a binary built elsewhere).
+
+The steal checks need a host that runs nothing else (CI runs tests one
+at a time): on a busy host the quiet window is not quiet.
+"""
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO
+from schedsteal import labcheck
+
+# The host's measure and the guest's must agree this closely, in points
+# of the window (issue 24).
+STEAL_AGREEMENT = 5.0
+# The parallel clock: N loops on N vCPUs against one loop, N loops on one
+# vCPU against N loops' worth, and hackbench's spread: within 3%.
+CLOCK_TOLERANCE = 0.03
+
+
+@pytest.fixture(scope="session")
+def lab_qemu():
+    path = os.environ.get("SCHEDSTEAL_QEMU_LAB")
+    if not path:
+        out = subprocess.run([str(REPO / "scripts" / "build-qemu.sh")], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        path = out.strip().splitlines()[-1]
+        os.environ["SCHEDSTEAL_QEMU_LAB"] = path
+    return path
+
+
+def assert_agree(rows):
+    for r in rows:
+        assert abs(r["diff"]) <= STEAL_AGREEMENT, rows
+
+
+def test_overcommit8_guest_steal_matches_each_vcpu_threads_run_delay(test_kernel, lab_qemu):
+    """8 busy vCPUs on the 2 host cores: each thread waits about 3/4 of
+    the time, and the guest's /proc/stat says so, vCPU by vCPU."""
+    rows = labcheck.check_steal_overcommit(test_kernel, lab_qemu)["busy"]
+    assert len(rows) == 8
+    assert_agree(rows)
+    # The overcommit is there to be seen: 8 threads want 8 CPUs of 2.
+    assert min(r["host"] for r in rows) > 50.0, rows
+
+
+def test_smp2_steal_is_quiet_then_follows_a_host_hog(test_kernel, lab_qemu):
+    """smp2: on a quiet host no steal; then, vCPU k's thread pinned to
+    host CPU k and a busy loop pinned to host CPU 0, vCPU 0 waits half
+    the time or more and the guest sees it, vCPU 1 far less."""
+    got = labcheck.check_steal_smp2(test_kernel, lab_qemu)
+    assert_agree(got["quiet"])
+    assert_agree(got["hog"])
+    assert all(r["guest"] < 2.0 for r in got["quiet"]), got["quiet"]
+    vcpu0, vcpu1 = got["hog"]
+    assert vcpu0["guest"] > 40.0, got["hog"]
+    assert vcpu0["guest"] - vcpu1["guest"] > 30.0, got["hog"]
+
+
+@pytest.fixture(scope="module")
+def parallel_clock(test_kernel, lab_qemu, tmp_path_factory):
+    """llc32 under the parallel clock: the loops on 1..32 vCPUs, the same
+    loops all on CPU 1, and hackbench repeated."""
+    return labcheck.check_clock(test_kernel, lab_qemu, str(tmp_path_factory.mktemp("clock")))
+
+
+def test_parallel_clock_n_loops_on_n_vcpus_take_one_loops_time(parallel_clock):
+    rows = parallel_clock["loops"]
+    assert [r["n"] for r in rows] == list(labcheck.LOOP_SERIES)
+    for r in rows:
+        assert abs(r["parallel_ratio"] - 1) <= CLOCK_TOLERANCE, rows
+
+
+def test_parallel_clock_n_loops_on_one_vcpu_take_n_times_as_long(parallel_clock):
+    for r in parallel_clock["loops"]:
+        assert abs(r["pinned_ratio"] - 1) <= CLOCK_TOLERANCE, parallel_clock["loops"]
+
+
+def test_parallel_clock_repeats_hackbench(parallel_clock):
+    hb = parallel_clock["hackbench"]
+    assert hb["lab"]["clock"] == "parallel"
+    assert len(hb["values"]) == 8
+    assert hb["cv_pct"] <= 100 * CLOCK_TOLERANCE, hb["values"]
