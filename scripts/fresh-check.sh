@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Try the README's path as a newcomer would: a fresh Debian 12 minbase
 # chroot with only git and make added, the project cloned into it, then
-#   setup   `make setup` and `make test-unit` (what CI runs; a few minutes)
+#   setup   `make setup`, the lab QEMU's source fetched, patched and
+#           configured (its build dependencies), and `make test-unit`
+#           (what CI runs; a few minutes)
 #   demo    the above, then `make demo` (cold kernel build: ~10 minutes more)
 #   test    the above, then `make test` (an hour or more)
 #   deb     `make setup`, then `make deb-config`: make deb's tools and
 #           Debian's configuration with the series, without the (hours
 #           long) package build
+#   qemu    `make setup`, then `make qemu`: the lab QEMU built from nothing
 #
-# usage: fresh-check.sh [setup|demo|test|deb]      (as root)
+# usage: fresh-check.sh [setup|demo|test|deb|qemu]      (as root)
 # environment: FRESH_REF (what to clone, default HEAD: commit first),
 #              FRESH_KEEP=1 (keep the chroot afterwards, to look inside)
 #
@@ -20,8 +23,8 @@
 
 mode=${1:-setup}
 case "$mode" in
-setup | demo | test | deb) ;;
-*) die "unknown mode '$mode' (expected setup, demo, test or deb)" ;;
+setup | demo | test | deb | qemu) ;;
+*) die "unknown mode '$mode' (expected setup, demo, test, deb or qemu)" ;;
 esac
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts)"
 command -v debootstrap >/dev/null || as_root apt-get install -y -q debootstrap >&2
@@ -119,8 +122,10 @@ done < <(env)
 
 if [ "$mode" = deb ]; then
 	steps=("make setup" "make deb-config")
+elif [ "$mode" = qemu ]; then
+	steps=("make setup" "make qemu")
 else
-	steps=("make setup" "make test-unit")
+	steps=("make setup" "scripts/build-qemu.sh --configure-only" "make test-unit")
 	[ "$mode" = setup ] || steps+=("make demo")
 	[ "$mode" != test ] || steps+=("make test")
 fi

@@ -26,7 +26,10 @@ def domain_chain(expected, cpu):
 # big32 boots in 80 s and has big16's shape with SMT added, llc32 is
 # smt4's shape made wide: both left out to keep CI under an hour (their
 # topology was checked by hand, docs/results.md).
-@pytest.mark.parametrize("preset", [p for p in vm.PRESETS if p not in ("big32", "llc32")])
+# make test boots smp2; the other presets are in the full tier.
+@pytest.mark.parametrize("preset", [
+    p if p == "smp2" else pytest.param(p, marks=pytest.mark.full)
+    for p in vm.PRESETS if p not in ("big32", "llc32")])
 def test_boot_topology_and_hackbench(test_kernel, preset):
     got, res = run_json(test_kernel, preset,
                         "python3 guest/topology.py && hackbench -p -P -g 1 -l 50")
@@ -50,6 +53,7 @@ def test_planted_warning_fails_the_run(test_kernel):
     assert not res.ok
 
 
+@pytest.mark.full
 def test_guest_status_is_passed_through(test_kernel):
     res = vm.run(test_kernel, "smp2", "exit 7")
     assert res.status == 7 and not res.splats and not res.ok

@@ -17,6 +17,8 @@ import pytest
 from conftest import REPO
 from schedsteal import labcheck
 
+pytestmark = pytest.mark.full
+
 # The host's measure and the guest's must agree this closely, in points
 # of the window (issue 24).
 STEAL_AGREEMENT = 5.0

@@ -49,7 +49,7 @@ def check_evacuation(got):
 
 # The jump-label kernel: there parking and unparking patch the code that
 # tests sched_park_active.
-@pytest.mark.parametrize("config", ["jumplabel", "debug"])
+@pytest.mark.parametrize("config", [pytest.param("jumplabel", marks=pytest.mark.full), "debug"])
 def test_parked_cpus_are_emptied_and_refilled(request, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
     got, _ = probe(kernel, "overcommit8", f"evacuate --park {PARK} --rt")
@@ -61,6 +61,7 @@ def test_parked_cpus_are_emptied_and_refilled(request, config):
     assert st[0]["park_push"] == 0 and st[1]["park_push"] == 0
 
 
+@pytest.mark.full
 def test_parked_cpu_never_steals(test_kernel):
     got, _ = probe(test_kernel, "overcommit8",
                    f"evacuate --park {PARK} --feature STEAL")
@@ -73,6 +74,7 @@ def test_parked_cpu_never_steals(test_kernel):
     assert sum(c["steal_attempt"] for c in whole) > 0
 
 
+@pytest.mark.full
 def test_bad_input_is_refused_and_changes_nothing(test_kernel):
     got, _ = probe(test_kernel, "overcommit8", "badinput")
     check_bad_input(got)
@@ -105,6 +107,7 @@ def check_bad_input(got):
     assert got["racers_ok"] and got["race_final_is_written"], got["race_final"]
 
 
+@pytest.mark.full
 def test_pinned_task_stays_and_is_reported(any_kernel):
     got, res = probe(any_kernel, "overcommit8", "pinned --cpu 6 --park 4-7")
     assert got["park_errno"] == 0
@@ -130,6 +133,7 @@ def llc2x4_park(test_kernel):
     return json_results(res, 5)
 
 
+@pytest.mark.full
 def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(llc2x4_park):
     """Issue 9's ping-pong: hogs allowed on CPUs 0 and 5 of llc2x4, CPU 5
     parked. The load balancer retargeted a pull to another CPU of the
@@ -151,6 +155,7 @@ def test_tasks_allowed_on_a_parked_cpu_are_not_put_back(llc2x4_park):
     assert got["on_parked"] == 0
 
 
+@pytest.mark.full
 def test_rt_push_looks_past_a_level_of_parked_cpus(llc2x4_park):
     """Issue 9, RT: the parked filter ran after cpupri had chosen its
     lowest level. An RT task preempted on CPU 0, whose only lower-level
@@ -162,6 +167,7 @@ def test_rt_push_looks_past_a_level_of_parked_cpus(llc2x4_park):
     assert got["mid_moved"] and got["mid_cpu"] in (1, 2), got
 
 
+@pytest.mark.full
 def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
     """Issue 9, RT: a pinned RT task is not pushable, so the push never
     saw it: not counted, not reported."""
@@ -172,6 +178,7 @@ def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
     assert len(got["log_lines"]) == 1, got["log_lines"]
 
 
+@pytest.mark.full
 def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
     """Issue 9, deadline: nothing kept deadline tasks off parked CPUs. A
     task wakes on its last CPU, and the deadline push and pull send tasks
@@ -191,6 +198,7 @@ def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
     assert got["still_deadline"]
 
 
+@pytest.mark.full
 def test_current_cpu_wakeup_does_not_land_on_a_parked_cpu(llc2x4_park):
     """Issue 9, WF_CURRENT_CPU: select_task_rq_fair() returned the waker's
     CPU for it without asking whether it was parked. Its one caller is
@@ -307,6 +315,7 @@ def numa2_park(test_kernel):
     return vm.guest_json(res.output)
 
 
+@pytest.mark.full
 def test_numa_balancing_does_not_move_tasks_to_parked_cpus(numa2_park):
     """Issue 9, NUMA balancing: a task whose memory is on node 1, node 1
     parked. NUMA balancing chose an idle CPU of the preferred node, parked
@@ -322,6 +331,7 @@ def test_numa_balancing_does_not_move_tasks_to_parked_cpus(numa2_park):
 
 
 # The kernel's own word for each refusal, not the command line it logged.
+@pytest.mark.full
 @pytest.mark.parametrize("bad,message", [
     ("0-3", "sched_parked=0-3: not applied: a CPU is offline, or no unparked CPU would be left"),
     ("5-", "sched_parked=5-: not a CPU list, ignored"),

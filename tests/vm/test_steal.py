@@ -28,6 +28,7 @@ def probes(kernel, preset, *args):
 # smt4 runs the jump-label kernel: there each feature switch patches code.
 # The test and debug kernels steal on llc2x4 and numa2 in
 # test_steal_crosses_an_llc_only_at_the_level_asked.
+@pytest.mark.full
 @pytest.mark.parametrize("preset,config", [("smt4", "jumplabel")])
 def test_steal_counter_moves_only_with_steal(request, preset, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
@@ -66,7 +67,8 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
 # llc2x4: two LLCs in one node; numa2: one LLC per node, on the debug
 # kernel (lockdep sees the remote rq locks taken across nodes).
 @pytest.mark.parametrize("preset,level,other,config",
-                         [("llc2x4", "STEAL_NODE", "STEAL_NUMA", "test"),
+                         [pytest.param("llc2x4", "STEAL_NODE", "STEAL_NUMA", "test",
+                                       marks=pytest.mark.full),
                           ("numa2", "STEAL_NUMA", "STEAL_NODE", "debug")])
 def test_steal_crosses_an_llc_only_at_the_level_asked(request, preset, level, other, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
@@ -101,6 +103,8 @@ def test_steal_crosses_an_llc_only_at_the_level_asked(request, preset, level, ot
     assert cross_node == (on["total"][count] if level == "STEAL_NUMA" else 0)
 
 
+@pytest.mark.parametrize("any_kernel", ["test", pytest.param("debug", marks=pytest.mark.full)],
+                         indirect=True)
 def test_pinned_task_is_never_stolen(any_kernel):
     # Three hogs pinned to CPU 1 keep it overloaded while hackbench, on the
     # other CPUs, makes them go idle and look for work: they must try CPU 1
@@ -154,6 +158,7 @@ def test_pinned_task_is_never_stolen(any_kernel):
     assert late["pinned_stayed"] and late["widened_left"]
 
 
+@pytest.mark.full
 def test_node_limit_disables_stealing(test_kernel):
     got, res = probe(test_kernel, "numa2", f"run --feature STEAL -- {HACKBENCH}",
                      append=["sched_steal_node_limit=1"])
@@ -163,6 +168,7 @@ def test_node_limit_disables_stealing(test_kernel):
 
 
 # On the debug kernel: test_stress.py's boot.
+@pytest.mark.full
 def test_throttled_cgroup_with_stealing(test_kernel):
     got, _ = probe(test_kernel, "smt4",
                    f"run --feature STEAL --trace --cgroup-max '20000 100000' -- {HACKBENCH}")
@@ -171,6 +177,7 @@ def test_throttled_cgroup_with_stealing(test_kernel):
     assert got["total"]["steal"] > 0
 
 
+@pytest.mark.full
 def test_trace_metrics_see_the_steals(test_kernel, tmp_path):
     """abbench --trace-dir on llc2x4, one NO_STEAL and one STEAL run: the
     traces are whole, the trace's CPU time adds up, and every steal the
