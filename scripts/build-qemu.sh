@@ -108,17 +108,7 @@ make_tree() { # VERSION DSC
 	dpkg-source -q --no-check -x "$2" "$tmp/src" >/dev/null
 	# quilt's bookkeeping is not source.
 	rm -rf "$tmp/src/.pc"
-	(
-		cd "$tmp/src"
-		git init -q -b series
-		git config user.name "sched-steal base"
-		git config user.email "base@sched-steal.invalid"
-		git config core.abbrev 12
-		git add -A -f
-		GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
-			git commit -q -m "base: qemu $1"
-		git tag -f base >/dev/null
-	)
+	make_base_commit "$tmp/src" "base: qemu $1"
 	rm -rf "$QTREE" "$QBUILD"
 	mv "$tmp/src" "$QTREE"
 	# dpkg-source leaves a copy of the upstream tarball beside the tree.
@@ -162,11 +152,11 @@ ninja_progress() { # START-SECONDS
 
 main() {
 	local ver pinned dsc start
+	ver=$(installed_version)
+	[ -n "$ver" ] || die "qemu-system-x86 is not installed (run scripts/setup-host.sh)"
 	for t in meson ninja pkg-config dpkg-source ccache; do
 		command -v "$t" >/dev/null || die "$t not found (run scripts/setup-host.sh)"
 	done
-	ver=$(installed_version)
-	[ -n "$ver" ] || die "qemu-system-x86 is not installed (run scripts/setup-host.sh)"
 	pinned=$(tr -d '[:space:]' <"$QBASE_FILE")
 	[ "$ver" = "$pinned" ] ||
 		warn "installed QEMU is $ver, the patches were made on $pinned (qemu/BASE_VERSION); building $ver"

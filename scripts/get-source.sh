@@ -67,18 +67,7 @@ main() {
 	mv "$tmp/$SRC_PKG" "$KTREE"
 	rmdir "$tmp"
 	log "creating the pristine base commit (about a minute)"
-	(
-		cd "$KTREE"
-		git init -q -b series
-		git config user.name "sched-steal base"
-		git config user.email "base@sched-steal.invalid"
-		git config core.abbrev 12
-		git add -A -f
-		# A fixed date makes the base commit id the same on every machine.
-		GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
-			git commit -q -m "base: $SRC_PKG $ver"
-		git tag -f base >/dev/null
-	)
+	make_base_commit "$KTREE" "base: $SRC_PKG $ver"
 	log "kernel tree ready: $KTREE (base $(git -C "$KTREE" rev-parse --short base))"
 }
 

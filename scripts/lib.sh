@@ -110,6 +110,23 @@ series_hash() { # [DIR BASE-FILE]
 	{ cat "${2:-$REPO/BASE_VERSION}"; series_files "${1:-}" | xargs -r cat; } | sha256sum | cut -c1-16
 }
 
+# Make DIR a git repository whose one commit, tagged "base", holds all of
+# it, on branch "series". A fixed author and date make the commit id the
+# same on every machine.
+make_base_commit() { # DIR SUBJECT
+	(
+		cd "$1"
+		git init -q -b series
+		git config user.name "sched-steal base"
+		git config user.email "base@sched-steal.invalid"
+		git config core.abbrev 12
+		git add -A -f
+		GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
+			git commit -q -m "$2"
+		git tag -f base >/dev/null
+	)
+}
+
 # Bring TREE (a git tree whose tag "base" is the pristine source) to base
 # plus the patches of DIR/series, applied with git am on BRANCH (empty:
 # detached). Does nothing when TREE already holds exactly this series, so

@@ -746,6 +746,17 @@ def test_report_names_the_clock(capsys, fake_schedstat, tmp_path):
     assert json.loads(cli(capsys, "report", str(path), "--json")[1])["lab"]["clock"] == "parallel"
 
 
+def test_report_refuses_boots_taken_under_different_clocks(capsys, tmp_path):
+    doc = json.loads(Path(RESULTS).read_text())
+    doc["boots"] = [{"lab": {"clock": "parallel", "qemu": "lab"}},
+                    {"lab": {"clock": "host", "qemu": "lab"}}]
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(doc))
+    assert abbench.main(["report", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "different clocks" in err and err.count("\n") == 1
+
+
 def test_report_states_pct_convention(capsys, fake_schedstat, tmp_path):
     for path in (RESULTS, rate_doc(tmp_path, {1: ([1.0, 2.0], [2.0, 3.0])})):
         out = cli(capsys, "report", path)[1]

@@ -266,3 +266,40 @@ def test_rebase_check_bump_with_build_needs_the_newest_to_build(host, one_patch_
     p = run([str(one_patch_repo / "scripts" / "rebase-check.sh"), "--bump", "--build"], host.env)
     assert p.returncode != 0
     assert (one_patch_repo / "BASE_VERSION").read_text() == "6.12.1-1\n"
+
+
+# scripts/build-qemu.sh: the lab QEMU (docs/lab.md).
+
+def test_build_qemu_path_and_bad_usage(host):
+    p = run([str(SCRIPTS / "build-qemu.sh"), "--path"], host.env)
+    assert p.returncode == 0
+    assert p.stdout == f"{host.cache}/qemu/build/qemu-system-x86_64\n"
+    p = run([str(SCRIPTS / "build-qemu.sh"), "--bogus"], host.env)
+    assert p.returncode == 2 and "usage: build-qemu.sh" in p.stderr
+    assert not (host.cache / "qemu").exists()
+
+
+def test_build_qemu_without_qemu_installed_says_what_to_run(host):
+    """No qemu-system-x86 (the fake dpkg-query knows no package): a clear
+    error before anything is fetched."""
+    p = run([str(SCRIPTS / "build-qemu.sh")], host.env)
+    assert p.returncode != 0
+    assert "qemu-system-x86 is not installed (run scripts/setup-host.sh)" in p.stderr
+    assert host.calls() == []
+
+
+def test_build_qemu_patches_apply_to_the_pinned_source(tmp_path):
+    """qemu/patches/series names only files that exist and are not empty,
+    and every patch says what it changes and signs off."""
+    env = dict(os.environ, SCHEDSTEAL_CACHE=str(tmp_path / "c"))
+    script = tmp_path / "list.sh"
+    script.write_text(f". {SCRIPTS}/lib.sh\nseries_files {REPO}/qemu/patches\n")
+    p = run(["bash", str(script)], env)
+    assert p.returncode == 0, p.stderr
+    files = p.stdout.split()
+    assert len(files) >= 3
+    for f in files:
+        text = Path(f).read_text()
+        assert text.startswith("From ") and "\nSubject: [PATCH] " in text
+        assert "Signed-off-by: " in text
+    assert (REPO / "qemu" / "BASE_VERSION").read_text().strip().startswith("1:7.2+dfsg")

@@ -63,7 +63,7 @@ import os
 import shlex
 import sys
 
-from . import plots, schedstat, schedtrace, stats
+from . import lab, plots, schedstat, schedtrace, stats
 from .guest import runner
 from .guest.runner import FORMAT, FORMAT_VERSION, SIDES
 from .guest.settings import SETTING_HELP, AbbenchError
@@ -106,6 +106,15 @@ def load_results(path: str) -> dict:
             raise AbbenchError(f"{path}: missing {key!r}")
     if doc.get("topology") is not None and not isinstance(doc["topology"], dict):
         raise AbbenchError(f"{path}: 'topology' must be an object")
+    if doc.get("lab") is not None and not isinstance(doc["lab"], dict):
+        raise AbbenchError(f"{path}: 'lab' must be an object")
+    boots = doc.get("boots")
+    if isinstance(boots, list) and all(isinstance(b, dict) for b in boots):
+        # A kernelab file: its boots must share one clock to be compared.
+        try:
+            lab.check_same_clock([b.get("lab") for b in boots], "its boots")
+        except lab.LabError as exc:
+            raise AbbenchError(f"{path}: {exc}") from None
     problem = _check_results(doc)
     if problem:
         raise AbbenchError(f"{path}: {problem}")
