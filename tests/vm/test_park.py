@@ -6,6 +6,7 @@ Each test boots a guest (the llc2x4 ones share a boot) and runs
 guest/park_probe.py, which traces sched_switch and the tick on every CPU
 and prints what it found. Issue 9's review findings each have a test that
 reproduced them before the fix."""
+import errno
 import re
 
 import pytest
@@ -124,13 +125,16 @@ def test_pinned_task_stays_and_is_reported(any_kernel):
 def llc2x4_park(test_kernel):
     """One llc2x4 boot for the review findings that need two LLCs: the
     ping-pong probe, the RT probe, the deadline probe, then (sharing the
-    boot) the seccomp notification probe, without and with parking."""
+    boot) the seccomp notification probe, without and with parking, and
+    the pull into an LLC whose parked CPU keeps a pinned task."""
     res = boot(test_kernel, "llc2x4",
                "python3 guest/park_probe.py pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5"
                " && python3 guest/park_probe.py rt && python3 guest/park_probe.py dl"
                " && python3 guest/park_probe.py notify --cpu 3 --rounds 200"
-               " && python3 guest/park_probe.py notify --cpu 3 --park 3 --rounds 200")
-    return json_results(res, 5)
+               " && python3 guest/park_probe.py notify --cpu 3 --park 3 --rounds 200"
+               " && python3 guest/park_probe.py localpull --park 3 --pinned 3"
+               " --start 4-7 --widen 0-2,4-7 --hogs 6")
+    return json_results(res, 6)
 
 
 @pytest.mark.full
@@ -240,9 +244,14 @@ def smt4_boot_parked(test_kernel):
                " && python3 guest/park_probe.py parkedonly --park 2-3"
                " && python3 guest/park_probe.py blocked --park 3"
                " && python3 guest/park_probe.py election --park 2"
-               " --start 0 --widen 0,1,3 --feature NO_STEAL",
+               " --start 0 --widen 0,1,3 --feature NO_STEAL"
+               # 3 x 0.5 CPU admitted: parking 1-3 would leave 0.95 CPU.
+               " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 3"
+               # 1 x 0.5 CPU: it fits on CPU 0; a second would not.
+               " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 1",
                append=["sched_parked=2-3"])
-    return res, dict(zip(("cookie", "parkedonly", "blocked", "election"), json_results(res, 4)))
+    return res, dict(zip(("cookie", "parkedonly", "blocked", "election", "dl_over", "dl_fits"),
+                         json_results(res, 6)))
 
 
 def test_boot_parameter_parks_cpus(smt4_boot_parked):
@@ -341,3 +350,31 @@ def test_bad_boot_parameter_is_ignored(test_kernel, bad, message):
     assert shown_parked(res.output) == "", "nothing parked"
     assert message in res.dmesg, res.dmesg[-3000:]
     assert "sched: parked CPUs" not in res.dmesg
+
+
+@pytest.mark.full
+def test_parked_cpus_pinned_task_does_not_stop_its_llc_pulling(llc2x4_park):
+    """Issue 29's first review finding: a CFS task pinned to a parked CPU
+    (kept there on purpose) made the parked CPU's group classify as
+    group_parked when it was the local group of the balancer, and a
+    local group "busier" than every other refuses every pull: LLC 0's
+    idle CPUs 0-2 stayed idle while LLC 1 ran 6 hogs on 4 CPUs."""
+    got = llc2x4_park[5]
+    assert got["park_errno"] == 0
+    assert set(got["before"]) <= {"4", "5", "6", "7"}, got["before"]
+    assert got["pulled"], got
+    assert got["pinned_cpu"] == 3 and not got["parked_ran_hogs"], got
+
+
+def test_parking_keeps_the_deadline_bandwidth_it_admitted(smt4_boot_parked):
+    """Issue 29's second review finding: hot-unplug refuses to remove a
+    CPU whose capacity admitted deadline bandwidth needs
+    (dl_bw_check_overflow()); parking took it. A park that would leave
+    too little unparked capacity is refused with EBUSY and changes
+    nothing; while CPUs are parked, admission counts only the others."""
+    _, got = smt4_boot_parked
+    over, fits = got["dl_over"], got["dl_fits"]
+    assert over["park_errno"] == errno.EBUSY, over
+    assert over["parked_after"] == "", over
+    assert fits["park_errno"] == 0 and fits["parked_after"] == "1-3", fits
+    assert fits["extra_admitted"] is False, fits

@@ -71,6 +71,19 @@ host-side tests (tests/vm/test_park.py) assert on.
         the notifier's CPU if the supervisor may run there. Report the
         CPU the supervisor ran on after each wakeup, with --park parked
         (and without: the control, where it should follow the notifier).
+    park_probe.py localpull --park 3 --pinned 3 --start 4-7 --widen 0-2,4-7 [--hogs 6]
+        llc2x4: CPU 3 parked with a hog pinned to it (a task the design
+        leaves there); hogs started on the other LLC's CPUs 4-7, more
+        than it has, then allowed on 0-2 as well. The idle CPUs 0-2 must
+        pull some: a parked CPU's pinned task must not make its own
+        group refuse every pull into itself.
+    park_probe.py dlbw --park 1-3 --tasks N [--runtime-us R --period-us P]
+        smt4: N SCHED_DEADLINE sleepers admitted (R/P of a CPU each), then
+        the CPUs parked: a park that leaves too little unparked capacity
+        for the bandwidth admitted must be refused (EBUSY, as hot-unplug
+        refuses it) and change nothing; one that leaves enough is taken.
+        Then, with the CPUs parked, one more task of the same size is
+        admitted only if the unparked CPUs can take it.
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -605,6 +618,87 @@ def cmd_dl(args):
     return print_result(result)
 
 
+def hog_cpus(hogs):
+    """{CPU: how many of the hogs are on it}."""
+    out = {}
+    for h in hogs:
+        c = kernel.task_cpu(h.pid)
+        out[c] = out.get(c, 0) + 1
+    return out
+
+
+def cmd_localpull(args):
+    park_cpus = set(parse_cpulist(args.park))
+    start_cpus, widen = parse_cpulist(args.start), parse_cpulist(args.widen)
+    pulled_into = set(widen) - set(start_cpus)
+    # The probe itself stays on the start CPUs, out of the way of the idle ones.
+    os.sched_setaffinity(0, set(start_cpus))
+    result = {}
+    hogs = []
+    try:
+        result["park_errno"], _ = park(args.park)
+        pinned = start_running(["taskset", "-c", str(args.pinned)])
+        hogs = [start_running(["taskset", "-c", args.start]) for _ in range(args.hogs)]
+        result["before"] = hog_cpus(hogs)
+        for h in hogs:
+            os.sched_setaffinity(h.pid, set(widen))
+        # Only load balancing moves a busy loop: the idle CPUs must pull.
+        result["pulled"] = until(lambda: bool(set(hog_cpus(hogs)) & pulled_into),
+                                 tries=args.seconds * 100)
+        result["after"] = hog_cpus(hogs)
+        result["pinned_cpu"] = kernel.task_cpu(pinned.pid)
+        result["parked_ran_hogs"] = bool(set(hog_cpus(hogs)) & park_cpus)
+        hogs.append(pinned)
+    finally:
+        stop_hogs(hogs)
+        park("")
+    return print_result(result)
+
+
+# A deadline task that sleeps: its bandwidth is admitted all the same.
+DL_IDLE = ["sleep", "1000"]
+
+
+def dl_params(args):
+    return ["--sched-runtime", str(args.runtime_us * 1000),
+            "--sched-deadline", str(args.period_us * 1000),
+            "--sched-period", str(args.period_us * 1000)]
+
+
+def start_dl_sleeper(args):
+    """A SCHED_DEADLINE sleeper, or None when admission control refused it."""
+    proc = subprocess.Popen(["chrt", "-d", *dl_params(args), "0", *DL_IDLE],
+                            stderr=subprocess.PIPE, text=True)
+    if until(lambda: proc.poll() is not None or
+             os.sched_getscheduler(proc.pid) == SCHED_DEADLINE, tries=1000) and \
+            proc.poll() is None:
+        return proc
+    proc.wait()
+    return None
+
+
+def cmd_dlbw(args):
+    result = {"tasks": args.tasks, "bw_per_task": args.runtime_us / args.period_us}
+    tasks = []
+    try:
+        for _ in range(args.tasks):
+            t = start_dl_sleeper(args)
+            if t is None:
+                raise RuntimeError("a deadline task was refused before any parking")
+            tasks.append(t)
+        result["park_errno"], _ = park(args.park)
+        result["parked_after"] = kernel.parked()
+        if not result["park_errno"]:
+            extra = start_dl_sleeper(args)
+            result["extra_admitted"] = extra is not None
+            if extra:
+                tasks.append(extra)
+    finally:
+        stop_hogs(tasks)
+        park("")
+    return print_result(result)
+
+
 def cmd_election(args):
     # Anything that runs on the parked CPU's sibling and then sleeps makes
     # it newly idle, and newidle balance pulls without an election: keep
@@ -1031,6 +1125,18 @@ def main(argv=None):
     nu = sub.add_parser("numa")
     nu.add_argument("--park", default="4-7")
     nu.add_argument("--seconds", type=float, default=6)
+    lp = sub.add_parser("localpull")
+    lp.add_argument("--park", required=True)
+    lp.add_argument("--pinned", type=int, required=True)
+    lp.add_argument("--start", required=True)
+    lp.add_argument("--widen", required=True)
+    lp.add_argument("--hogs", type=int, default=6)
+    lp.add_argument("--seconds", type=int, default=10)
+    db = sub.add_parser("dlbw")
+    db.add_argument("--park", required=True)
+    db.add_argument("--tasks", type=int, required=True)
+    db.add_argument("--runtime-us", type=int, default=5000)
+    db.add_argument("--period-us", type=int, default=10000)
     h = sub.add_parser("hotplug")
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
@@ -1039,5 +1145,6 @@ def main(argv=None):
     return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
+            "localpull": cmd_localpull, "dlbw": cmd_dlbw,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
             "notify": cmd_notify, "numa": cmd_numa}[args.action](args)
