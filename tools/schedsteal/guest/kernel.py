@@ -184,6 +184,33 @@ def task_cpu(pid: int) -> int:
     return int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[36])
 
 
+IRQ_DIR = "/proc/irq"
+
+
+def steer_irqs(cpus: str, irq_dir: str = IRQ_DIR) -> dict[str, str]:
+    """Send every device interrupt that may move to the CPUs of a cpulist;
+    return {irq: its old smp_affinity_list} for restore_irqs(). Interrupts
+    the kernel does not let move (per-CPU, managed: EIO) stay."""
+    saved = {}
+    for irq in sorted(glob.glob(os.path.join(irq_dir, "[0-9]*"))):
+        path = os.path.join(irq, "smp_affinity_list")
+        try:
+            old = read(path).strip()
+            write(path, cpus + "\n")
+        except (OSError, KernelError):
+            continue
+        saved[path] = old
+    return saved
+
+
+def restore_irqs(saved: dict[str, str]) -> None:
+    for path, old in saved.items():
+        try:
+            write(path, old + "\n")
+        except KernelError:
+            pass  # the interrupt went away meanwhile
+
+
 def task_ticks(pid: int) -> int:
     """Clock ticks of CPU time the task has used (utime + stime)."""
     fields = read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()

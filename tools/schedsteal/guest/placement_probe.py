@@ -207,6 +207,9 @@ def idle_set_round(args, llc):
         out["asleep_on_prev"] = asleep(wakee) and kernel.task_cpu(wakee.pid) == args.prev
         os.sched_setaffinity(wakee.pid, set(llc))
         before = kernel.read_schedstat()
+        out["idle_nr_running"] = kernel.rq_field(args.idle, "nr_running")
+        out["idle_curr"] = kernel.rq_field(args.idle, "curr->pid")
+        out["idle_in_set"] = kernel.rq_field(args.idle, "sis_idle")
         out["cpu"] = wake(wakee)
         delta = schedstat.text_deltas(before, kernel.read_schedstat())["total"]
         for f in ("found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
@@ -229,6 +232,11 @@ def cmd_idle_set(args):
     os.sched_setaffinity(0, {args.waker})
     hogs = []
     kernel.set_feature("NO_SIS_UTIL")
+    # The idle CPU must stay idle: the 9p root's interrupts (every file
+    # this probe and its tasks read) landed on CPU 3 in an smt4 boot, and
+    # a wakeup that came while it handled one found no idle CPU (3 rounds
+    # in 30). They go to the waker's CPU for the rounds.
+    irqs = kernel.steer_irqs(str(args.waker))
     try:
         hogs = [start_running(["taskset", "-c", str(c)]) for c in busy]
         if args.park:
@@ -244,6 +252,7 @@ def cmd_idle_set(args):
             kernel.set_parked("")
         stop_hogs(hogs)
         kernel.set_feature("SIS_UTIL")
+        kernel.restore_irqs(irqs)
     result = {"idle": args.idle, "waker": args.waker, "prev": args.prev,
               "llc": list(llc), "park": args.park, "rounds": rounds}
     if args.park:
