@@ -14,6 +14,12 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 # Events are enabled from boot (see vm.py); record only when a probe asks.
 echo 0 >/sys/kernel/tracing/tracing_on 2>/dev/null
+# The boot instance (vm.py's trace_instance=) only holds its probes: it
+# records nothing and keeps a page per CPU.
+{
+	echo 0 >/sys/kernel/tracing/instances/schedsteal-boot/tracing_on
+	echo 4 >/sys/kernel/tracing/instances/schedsteal-boot/buffer_size_kb
+} 2>/dev/null
 dmesg --follow >"$out/dmesg.stream" 2>/dev/null &
 follower=$!
 

@@ -13,13 +13,17 @@ import json
 import math
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
 import pytest
 from schedsteal import abbench, plots, schedstat, schedtrace, stats
-from schedsteal.guest import kernel, runner, settings
+from schedsteal.guest import kernel, runner, settings, trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "abbench" / "results.json"
@@ -74,6 +78,20 @@ def guest(tmp_path):
               "--schedstat-path", str(g.schedstat), "--stat-path", str(g.stat),
               "--out", str(g.out)]
     return g
+
+
+@pytest.fixture
+def kernel_features(guest, monkeypatch):
+    """guest's features file as the kernel keeps it: a write of NAME or
+    NO_NAME switches that one feature and leaves the others."""
+    def set_feature(name, path=kernel.FEATURES):
+        tokens = Path(path).read_text().split()
+        kernel.write(path, name)
+        base = name.removeprefix("NO_")
+        Path(path).write_text(" ".join(name if t.removeprefix("NO_") == base else t
+                                       for t in tokens) + "\n")
+    monkeypatch.setattr(kernel, "set_feature", set_feature)
+    return guest.features
 
 
 def cli(capsys, *argv):
@@ -241,7 +259,9 @@ def test_run_abba_order(capsys, guest, fake_schedstat):
     assert set(fake_schedstat.calls) == {(str(guest.schedstat), str(guest.stat))}
     assert len(doc["warmup"]) == 4 and "recording" not in doc["warmup"][0]
     assert doc["host"]["ncpus"] == os.cpu_count() and doc["host"]["uname"]
-    assert (guest.proc_sys / "kernel" / "sched_schedstats").read_text() == "1\n"
+    # on during the run (the counters stand still without it), off again after
+    assert (guest.proc_sys / "kernel" / "sched_schedstats").read_text() == "0\n"
+    assert "abbench: restored kernel.sched_schedstats=0" in err
 
     assert "[1/8] echo-bench p=1 A(base) run 1/2: 1.5 s" in err
     assert "[8/8] echo-bench p=2 A(base) run 2/2: 2.5 s" in err
@@ -293,7 +313,8 @@ def test_run_seed_needs_random_order(capsys, guest, fake_schedstat):
     assert not guest.out.exists()
 
 
-def test_run_features_and_sysctl(capsys, guest, fake_schedstat, monkeypatch):
+def test_run_features_and_sysctl(capsys, guest, fake_schedstat, kernel_features,
+                                 monkeypatch):
     writes = []
     original = kernel.write
 
@@ -307,7 +328,10 @@ def test_run_features_and_sysctl(capsys, guest, fake_schedstat, monkeypatch):
     assert rc == 0, err
     a = [("features", "NO_STEAL"), ("features", "TTWU_QUEUE")]
     b = [("sched_foo", "7\n")]
-    assert [w for w in writes if w[0] != "sched_schedstats"] == a + b + a + b
+    # and on exit sched_foo's value from before; the features A set were
+    # already so, and stay
+    assert [w for w in writes if w[0] != "sched_schedstats"] == a + b + a + b + [
+        ("sched_foo", "0\n")]
     doc = json.loads(guest.out.read_text())
     assert doc["settings"]["A"]["name"] == "feat:NO_STEAL,TTWU_QUEUE"
     assert [r["value"] for r in doc["runs"]] == [3.5, 3.5] and doc["warmup"] == []
@@ -831,25 +855,61 @@ def test_help_documents_settings_and_defaults(capsys):
 HANDMADE = FIXTURES / "schedtrace" / "handmade.txt"
 
 
-def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
+@pytest.fixture
+def tracefs(tmp_path, monkeypatch):
+    """A fake tracefs: mkdir in instances/ makes the files the kernel
+    would (tracing on, as in a new instance), rmdir notes the state of
+    the events and removes it all; writes to its files are noted, and a
+    cleared trace holds the header of an empty one."""
+    t = types.SimpleNamespace(root=tmp_path / "tracing", writes={}, removed=[])
+    t.TOP_LEVEL = {"tracing_on": "0\n", "buffer_size_kb": "1408\n", "trace": "top\n"}
+    (t.root / "instances").mkdir(parents=True)
+    for name, text in t.TOP_LEVEL.items():
+        (t.root / name).write_text(text)
+    t.top_level = lambda: {n: (t.root / n).read_text() for n in t.TOP_LEVEL}
+
+    def mkdir(path):
+        os.mkdir(path)
+        files = {"tracing_on": "1\n", "buffer_size_kb": "1408\n",
+                 "buffer_total_size_kb": "4096\n", "trace": "",
+                 **{f"events/sched/{e}/enable": "0\n" for e in trace.SCHED_EVENTS}}
+        for name, text in files.items():
+            (Path(path) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(path) / name).write_text(text)
+
+    def rmdir(path):
+        events = {e: (Path(path) / f"events/sched/{e}/enable").read_text().strip()
+                  for e in trace.SCHED_EVENTS}
+        t.removed.append((Path(path), events))
+        shutil.rmtree(path)
+
+    original = kernel.write
+
+    def write(path, text):
+        t.writes.setdefault(Path(path), []).append(text)
+        original(path, text)
+        if Path(path).name == "trace" and not text:   # cleared, as the kernel shows it
+            Path(path).write_text("# entries-in-buffer/entries-written: 0/0   #P:4\n")
+    monkeypatch.setattr(trace, "_mkdir", mkdir)
+    monkeypatch.setattr(trace, "_rmdir", rmdir)
+    monkeypatch.setattr(kernel, "write", write)
+    return t
+
+
+def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest, tracefs,
                                                           fake_schedstat, monkeypatch):
-    from schedsteal.guest import runner
-    calls = []
-    monkeypatch.setattr(runner, "_check_trace_events", lambda: None)
     monkeypatch.setattr(runner, "_topology", lambda: {
         "cpus": [0, 1, 2, 3], "llc_groups": [[0, 1], [2, 3]], "numa_nodes": [[0, 1, 2, 3]]})
-    monkeypatch.setattr(runner.trace, "start",
-                        lambda events, kb: calls.append(("start", kb)))
-
-    def stop():
-        calls.append(("stop",))
-        return HANDMADE.read_text(), 0
-    monkeypatch.setattr(runner.trace, "stop", stop)
     tdir = guest.out.parent / "traces"
-    rc, _out, err = cli(capsys, "run", *CUSTOM, "--param", "1", "--runs", "3",
-                        "--warmup", "1", *guest.args, "--a", "none", "--b", "none",
-                        "--trace-dir", tdir, "--trace-runs", "2",
-                        "--trace-buffer-kb", "4096")
+    inst = tracefs.root / "instances" / f"schedsteal-{os.getpid()}"
+    # The workload stands in for the kernel: it notes whether tracing is
+    # on and fills the instance's buffer.
+    work = (f"echo $(cat {inst}/tracing_on) >> {guest.log}; cat {HANDMADE} > {inst}/trace; "
+            "echo Time: 1.5")
+    rc, _out, err = cli(capsys, "run", *CUSTOM[:1], work, *CUSTOM[2:], "--param", "1",
+                        "--runs", "3", "--warmup", "1", *guest.args, "--a", "none",
+                        "--b", "none", "--trace-dir", tdir, "--trace-runs", "2",
+                        "--tracefs", tracefs.root, "--trace-buffer-kb", "2048")
     assert rc == 0, err
     doc = json.loads(guest.out.read_text())
     traced = [r for r in doc["runs"] if "trace" in r]
@@ -858,10 +918,19 @@ def test_run_traces_the_first_rounds_and_report_shows_them(capsys, guest,
         (0, "A"), (0, "B"), (1, "B"), (1, "A")]
     assert all(r["trace"] == f"traces/trace-{r['position']}.txt" and r["trace_lost"] == 0
                for r in traced)
-    assert calls == [("start", 4096), ("stop",)] * 4
+    # recording while the traced runs ran, not the others; each file is
+    # that run's trace alone (the buffer is cleared before each)
+    assert log_lines(guest) == ["0", "0", "1", "1", "1", "1", "0", "0"]
     assert sorted(p.name for p in tdir.iterdir()) == [
         f"trace-{r['position']}.txt" for r in sorted(traced, key=lambda r: r["position"])]
+    assert all((tdir / p).read_text() == HANDMADE.read_text() for p in os.listdir(tdir))
     assert doc["topology"]["llc_groups"] == [[0, 1], [2, 3]]
+    # its own instance, capped and said so, removed at the end, its events
+    # off first; the top-level buffer untouched
+    assert f"abbench: tracing in {inst}: 2048 KiB per CPU, 4096 KiB in all" in err
+    assert tracefs.writes[inst / "buffer_size_kb"] == ["2048"]
+    assert tracefs.removed == [(inst, {e: "0" for e in trace.SCHED_EVENTS})]
+    assert not inst.exists() and tracefs.top_level() == tracefs.TOP_LEVEL
 
     rc, out, _err = cli(capsys, "report", guest.out)
     assert rc == 0
@@ -985,3 +1054,157 @@ def test_report_recomputes_a_trace_summary_cache_it_cannot_use(capsys, tmp_path,
     assert json.loads(out)["params"][0]["A"]["trace"]["n"] == 1
     cached = json.loads((tmp_path / "t.txt.summary.json").read_text())
     assert cached["format"] == schedtrace.FORMAT
+
+
+# --- restore on exit, and the machine record -----------------------------------
+
+SYSCTLS = ("sched_foo", "sched_schedstats")
+
+
+def system_state(guest, tracefs):
+    """What a run may change: features, sysctls, trace instances, top level."""
+    return (guest.features.read_text(),
+            {k: (guest.proc_sys / "kernel" / k).read_text() for k in SYSCTLS},
+            sorted(os.listdir(tracefs.root / "instances")), tracefs.top_level())
+
+
+def run_changing_everything(capsys, guest, tracefs, *extra):
+    return cli(capsys, "run", "--a", "feat:STEAL,NO_TTWU_QUEUE",
+               "--b", "sysctl:kernel.sched_foo=7", *CUSTOM, "--param", "1",
+               "--runs", "2", "--warmup", "0", *guest.args,
+               "--trace-dir", guest.root / "traces", "--tracefs", tracefs.root, *extra)
+
+
+def test_run_restores_what_it_changed_to_the_values_before(capsys, guest, tracefs,
+                                                          kernel_features, fake_schedstat):
+    # not the defaults: what the machine had before the run
+    (guest.proc_sys / "kernel" / "sched_foo").write_text("3\n")
+    before = system_state(guest, tracefs)
+    rc, _out, err = run_changing_everything(capsys, guest, tracefs)
+    assert rc == 0, err
+    assert system_state(guest, tracefs) == before
+    assert ("abbench: restored NO_STEAL TTWU_QUEUE kernel.sched_foo=3 "
+            "kernel.sched_schedstats=0") in err
+
+
+@pytest.mark.parametrize("raised, status, error", [
+    (KeyboardInterrupt, 130, "interrupted"),        # Ctrl-C
+    ("SIGTERM", 143, "terminated"),                 # kill: the handler raises
+    (settings.SettingError("setting 'x': broke"), 1, "setting 'x': broke"),
+    (RuntimeError("a bug"), None, None),            # anything: restored, then raised
+])
+def test_run_restores_on_every_way_out(capsys, guest, tracefs, kernel_features,
+                                       fake_schedstat, monkeypatch, raised, status, error):
+    before = system_state(guest, tracefs)
+    calls = []
+    real = runner._execute
+
+    def execute(argv, timeout, env):
+        calls.append(argv)
+        if len(calls) < 3:                  # the second round's first run
+            return real(argv, timeout, env)
+        if raised == "SIGTERM":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)                   # the handler raises first
+        raise raised
+    monkeypatch.setattr(runner, "_execute", execute)
+    handler = signal.getsignal(signal.SIGTERM)
+    if status is None:
+        with pytest.raises(RuntimeError, match="a bug"):
+            run_changing_everything(capsys, guest, tracefs)
+    else:
+        rc, _out, err = run_changing_everything(capsys, guest, tracefs)
+        assert rc == status, err
+        doc = json.loads(guest.out.read_text())
+        assert doc["complete"] is False and doc["error"] == error
+        assert len(doc["runs"]) == 2
+    assert system_state(guest, tracefs) == before
+    assert [events for _, events in tracefs.removed] == [
+        {e: "0" for e in trace.SCHED_EVENTS}]
+    assert signal.getsignal(signal.SIGTERM) is handler
+
+
+# Runs abbench in a process of its own, over a fake tracefs (as the
+# tracefs fixture, without the notes).
+DRIVER = """
+import os, shutil, sys
+from schedsteal import abbench
+from schedsteal.guest import trace
+def mkdir(path):
+    os.mkdir(path)
+    for name, text in (("tracing_on", "1"), ("buffer_size_kb", "1"),
+                       ("buffer_total_size_kb", "2"), ("trace", ""),
+                       *((f"events/sched/{e}/enable", "0") for e in trace.SCHED_EVENTS)):
+        os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
+        with open(os.path.join(path, name), "w") as f:
+            f.write(text)
+trace._mkdir, trace._rmdir = mkdir, shutil.rmtree
+sys.exit(abbench.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_run_restores_on_a_real_signal_and_kills_the_workload(guest, tracefs, signum,
+                                                             status):
+    """A signal from outside mid-run, SIGINT even when it was ignored at
+    start (as a shell's "abbench run ... &" does): settings back, instance
+    gone, the workload (a session of its own) killed."""
+    before = system_state(guest, tracefs)
+    pidfile = guest.root / "workload.pid"
+    env = dict(os.environ, PYTHONPATH=str(Path(runner.__file__).parents[2]))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, "run", "--a", "none",
+         "--b", "sysctl:kernel.sched_foo=7", "--workload-cmd",
+         f"echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 60",
+         "--metric-regex", "(x)", "--lower-is-better", "--param", "1", "--runs", "1",
+         "--warmup", "0", *map(str, guest.args), "--no-schedstat",
+         "--trace-dir", str(guest.root / "traces"), "--tracefs", str(tracefs.root)],
+        env=env, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    for _ in range(1000):
+        if pidfile.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    assert pidfile.exists(), proc.communicate()[1]
+    workload = int(pidfile.read_text())
+    assert (guest.proc_sys / "kernel" / "sched_foo").read_text() == "7\n"
+    assert len(os.listdir(tracefs.root / "instances")) == 1
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == status, err
+    assert system_state(guest, tracefs) == before
+    with pytest.raises(ProcessLookupError):
+        os.kill(workload, 0)
+    assert json.loads(guest.out.read_text())["complete"] is False
+
+
+def test_results_record_the_machine_and_report_shows_it(capsys, guest, fake_schedstat,
+                                                       monkeypatch):
+    machine = {"model_name": "Fake CPU @ 2.0GHz", "online": "0-3",
+               "topology": {"smt_groups": 2, "llc_groups": 1, "numa_nodes": 1},
+               "scaling_governor": ["performance"], "smt_control": "on", "smt_active": 1,
+               "release": "6.12.0-sched-steal", "cmdline": "ro quiet"}
+    monkeypatch.setattr(kernel, "machine", lambda: machine)
+    rc, _out, err = cli(capsys, "run", "--a", "none", "--b", "none", *CUSTOM,
+                        "--param", "1", "--runs", "2", *guest.args)
+    assert rc == 0, err
+    assert json.loads(guest.out.read_text())["machine"] == machine
+    rc, out, _err = cli(capsys, "report", guest.out)
+    assert rc == 0
+    assert ("machine: Fake CPU @ 2.0GHz; CPUs 0-3 (2 SMT groups, 1 LLCs, 1 nodes); "
+            "governor performance; SMT on, active 1; kernel 6.12.0-sched-steal\n") in out
+    assert json.loads(cli(capsys, "report", guest.out, "--json")[1])["machine"] == machine
+
+
+def test_report_of_a_file_without_machine_has_no_machine_line(capsys, fake_schedstat):
+    assert "machine" not in json.loads(RESULTS.read_text())
+    rc, out, _err = cli(capsys, "report", RESULTS)
+    assert rc == 0 and "machine:" not in out
+
+
+def test_report_refuses_a_malformed_machine(capsys, tmp_path):
+    doc = json.loads(RESULTS.read_text())
+    doc["machine"] = "big box"
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    rc, _out, err = cli(capsys, "report", tmp_path / "r.json")
+    assert rc == 2 and "'machine' must be an object" in err

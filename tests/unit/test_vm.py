@@ -554,6 +554,10 @@ def test_traced_events_are_enabled_at_boot():
     assert ("trace_event=sched:sched_switch,sched:sched_migrate_task,"
             "sched:sched_wakeup,sched:sched_wakeup_new,"
             "timer:hrtimer_expire_entry") in appended
+    # a second probe on each sched event from boot: abbench's own instance
+    # is then a third, and adding it patches no code
+    assert ("trace_instance=schedsteal-boot,sched:sched_switch,sched:sched_migrate_task,"
+            "sched:sched_wakeup,sched:sched_wakeup_new") in appended
 
 
 def test_guest_json_reads_the_first_json_object_line():

@@ -51,7 +51,7 @@ Schedstat: ``run`` records with ``guest.kernel.schedstat_snapshot`` and
 ``schedstat.make_recording``; ``report`` summarizes each recording with
 ``schedstat.compute_report(recording)["summary"]``.  Unless
 ``--no-schedstat`` is given, ``run`` turns on ``kernel.sched_schedstats``
-(the counters stand still without it).
+(the counters stand still without it) and sets it back after the run.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def load_results(path: str) -> dict:
         raise AbbenchError(f"{path}: 'topology' must be an object")
     if doc.get("lab") is not None and not isinstance(doc["lab"], dict):
         raise AbbenchError(f"{path}: 'lab' must be an object")
+    if doc.get("machine") is not None and not isinstance(doc["machine"], dict):
+        raise AbbenchError(f"{path}: 'machine' must be an object")
     boots = doc.get("boots")
     labs = [b.get("lab") for b in boots if isinstance(b, dict)] if isinstance(boots, list) else []
     if all(x is None or isinstance(x, dict) for x in labs):
@@ -295,7 +297,7 @@ def analyze(doc: dict, alpha: float = 0.05, base_dir: str | None = None) -> dict
         "alpha": alpha, "complete": doc.get("complete", True),
         "order": doc.get("order"), "seed": doc.get("seed"),
         "settings": doc["settings"], "params": [], "notes": [],
-        "lab": doc.get("lab"),
+        "lab": doc.get("lab"), "machine": doc.get("machine"),
     }
     for param in doc["params"]:
         entry = {"param": param}
@@ -417,6 +419,22 @@ def clock_line(rec: dict | None) -> str:
     return text
 
 
+def machine_line(rec: dict) -> str:
+    """One line of what a results file's ``machine`` record says (runs
+    from before it have none); a field it lacks reads "?"."""
+    def get(d, key):
+        v = d.get(key) if isinstance(d, dict) else None
+        return "?" if v is None or v == "" else v
+    topo = rec.get("topology")
+    gov = rec.get("scaling_governor")
+    return (f"{get(rec, 'model_name')}; CPUs {get(rec, 'online')} "
+            f"({get(topo, 'smt_groups')} SMT groups, {get(topo, 'llc_groups')} LLCs, "
+            f"{get(topo, 'numa_nodes')} nodes); governor "
+            f"{','.join(map(str, gov)) if isinstance(gov, list) else '?'}; "
+            f"SMT {get(rec, 'smt_control')}, active {get(rec, 'smt_active')}; "
+            f"kernel {get(rec, 'release')}")
+
+
 def format_report(rep: dict, pooled: bool = False) -> str:
     """mmtests compare-kernels style text for an ``analyze`` result.
     ``pooled``: the runs come from several boots (kernelab), which this
@@ -435,6 +453,8 @@ def format_report(rep: dict, pooled: bool = False) -> str:
                  f"(Welch t-test{on}), (x%) = not significant")
     if not pooled:
         lines.append(f"clock: {clock_line(rep.get('lab'))}")
+        if rep.get("machine"):
+            lines.append(f"machine: {machine_line(rep['machine'])}")
     if not rep.get("complete", True):
         lines.append("WARNING: the run did not complete; partial results")
     rows = []

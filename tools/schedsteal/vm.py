@@ -72,6 +72,11 @@ GUEST_INIT = REPO / "guest" / "vm-init.sh"
 GUEST_CMD_INLINE_MAX = 512
 GUEST_CMD_FILE = "guest-cmd.sh"
 TRACE_EVENTS = (*(f"sched:{e}" for e in SCHED_EVENTS), "timer:hrtimer_expire_entry")
+# A tracefs instance made at boot with the sched events on, so each has a
+# second probe from boot (guest/vm-init.sh switches the instance off).
+# abbench run's own instance then adds a third, and only a tracepoint's
+# first and second probes patch code (guest/trace.py).
+BOOT_INSTANCE = "schedsteal-boot"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,7 +381,9 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            # runs: turning a tracepoint on later patches its static call
            # with text_poke_bp(), which QEMU's multi-threaded TCG can get
            # wrong ("Oops: int3"). The probes only switch tracing_on.
-           "--append", f"trace_event={','.join(TRACE_EVENTS)}"]
+           "--append", f"trace_event={','.join(TRACE_EVENTS)}",
+           "--append", f"trace_instance={BOOT_INSTANCE},"
+           + ",".join(f"sched:{e}" for e in SCHED_EVENTS)]
     for a in append or []:
         cmd += ["--append", a]
     if qemu:

@@ -33,6 +33,7 @@ PROC_SYS = "/proc/sys"
 SCHEDSTAT = "/proc/schedstat"
 STAT = "/proc/stat"
 CPU_SYSFS = "/sys/devices/system/cpu"
+NODE_SYSFS = "/sys/devices/system/node"
 PARKED = f"{CPU_SYSFS}/parked"
 PREFERRED = f"{CPU_SYSFS}/preferred"
 CGROUP = "/sys/fs/cgroup"
@@ -132,18 +133,60 @@ def schedstat_snapshot(schedstat_path: str = SCHEDSTAT, stat_path: str = STAT) -
 
 # --- CPUs ----------------------------------------------------------------------
 
-def online_cpus() -> list[int]:
-    return parse_cpulist(read(f"{CPU_SYSFS}/online"))
+def online_cpus(cpu_sysfs: str = CPU_SYSFS) -> list[int]:
+    return parse_cpulist(read(f"{cpu_sysfs}/online"))
 
 
-def topology() -> dict:
+def topology(cpu_sysfs: str = CPU_SYSFS, node_sysfs: str = NODE_SYSFS) -> dict:
     """cpus, smt_groups, llc_groups, numa_nodes: the CPU topology as
     sysfs shows it."""
     return {
-        "cpus": online_cpus(),
-        "smt_groups": cpu_groups(f"{CPU_SYSFS}/cpu*/topology/thread_siblings_list"),
-        "llc_groups": sorted(set(llc_of_cpus().values())),
-        "numa_nodes": cpu_groups("/sys/devices/system/node/node*/cpulist"),
+        "cpus": online_cpus(cpu_sysfs),
+        "smt_groups": cpu_groups(f"{cpu_sysfs}/cpu*/topology/thread_siblings_list"),
+        "llc_groups": sorted(set(llc_of_cpus(cpu_sysfs).values())),
+        "numa_nodes": cpu_groups(f"{node_sysfs}/node*/cpulist"),
+    }
+
+
+def _first_line(path: str) -> str | None:
+    """The file's first line, stripped; None when it cannot be read."""
+    try:
+        return read(path).strip().split("\n")[0]
+    except KernelError:
+        return None
+
+
+def machine(proc: str = "/proc", cpu_sysfs: str = CPU_SYSFS,
+            node_sysfs: str = NODE_SYSFS) -> dict:
+    """What a result depends on besides the settings, under the names the
+    kernel gives it: the CPU's "model name" (/proc/cpuinfo), the
+    ``online`` CPU list, counts of SMT groups, LLCs and NUMA nodes, each
+    distinct ``scaling_governor`` (["none"] without cpufreq), SMT
+    ``control`` and ``active``, the kernel ``release`` and ``cmdline``.
+    A field the machine does not have is None."""
+    model = None
+    try:
+        m = re.search(r"^model name\s*:\s*(.*)$", read(f"{proc}/cpuinfo"), re.M)
+        model = m[1].strip() if m else None
+    except KernelError:
+        pass
+    try:
+        topo = topology(cpu_sysfs, node_sysfs)
+        counts = {k: len(topo[k]) for k in ("smt_groups", "llc_groups", "numa_nodes")}
+    except (KernelError, ValueError):
+        counts = None
+    governors = sorted({g for g in (_first_line(p) for p in glob.glob(
+        f"{cpu_sysfs}/cpu[0-9]*/cpufreq/scaling_governor")) if g})
+    smt_active = _first_line(f"{cpu_sysfs}/smt/active")
+    return {
+        "model_name": model,
+        "online": _first_line(f"{cpu_sysfs}/online"),
+        "topology": counts,
+        "scaling_governor": governors or ["none"],
+        "smt_control": _first_line(f"{cpu_sysfs}/smt/control"),
+        "smt_active": int(smt_active) if smt_active and smt_active.isdigit() else None,
+        "release": os.uname().release,
+        "cmdline": _first_line(f"{proc}/cmdline"),
     }
 
 
@@ -237,12 +280,12 @@ def cpu_groups(pattern: str) -> list[tuple[int, ...]]:
     return sorted({tuple(parse_cpulist(read(p))) for p in glob.glob(pattern)})
 
 
-def llc_of_cpus() -> dict[int, tuple[int, ...]]:
+def llc_of_cpus(cpu_sysfs: str = CPU_SYSFS) -> dict[int, tuple[int, ...]]:
     """Online cpu -> the CPUs sharing its last-level (highest) cache; a CPU
     without cache information is left out."""
     out = {}
-    for cpu in online_cpus():
-        indexes = glob.glob(f"{CPU_SYSFS}/cpu{cpu}/cache/index*")
+    for cpu in online_cpus(cpu_sysfs):
+        indexes = glob.glob(f"{cpu_sysfs}/cpu{cpu}/cache/index*")
         if indexes:
             last = max(indexes, key=lambda d: int(read(f"{d}/level")))
             out[cpu] = tuple(parse_cpulist(read(f"{last}/shared_cpu_list")))

@@ -12,16 +12,27 @@ rewritten after every run, so a guest crash leaves the runs done so far
 B's setting recorded as not run): one side of a kernel-against-kernel
 comparison, whose other side is another boot (``kernelab``). Unless
 ``--no-schedstat`` is given, ``run`` turns on ``kernel.sched_schedstats``
-(the counters stand still without it).
+(the counters stand still without it) and sets it back after the run.
 
 With ``--trace-dir DIR`` each measured run of the first ``--trace-runs``
-rounds (default: all) records the scheduler events the guest was booted
-with (vm.py's trace_event=: sched_switch, sched_wakeup[_new],
-sched_migrate_task) into ``DIR/trace-POSITION.txt``; the run's ``trace``
-names the file (relative to the results file's directory when DIR is
-under it) and ``trace_lost`` the events the ring buffer dropped. The
-host's ``abbench report`` and ``schedtrace`` read them. Tracing costs
-time on both sides alike; take timing headlines from untraced runs.
+rounds (default: all) records the scheduler events schedtrace reads
+(sched_switch, sched_wakeup[_new], sched_migrate_task) into
+``DIR/trace-POSITION.txt``; the run's ``trace`` names the file (relative
+to the results file's directory when DIR is under it) and ``trace_lost``
+the events the ring buffer dropped. The recording uses a tracefs
+instance of its own, tracing/instances/schedsteal-PID, with
+``--trace-buffer-kb`` per CPU (the total is printed), copied to the file
+a chunk at a time, and removed on exit; the top-level buffer is never
+touched. The host's ``abbench report`` and ``schedtrace`` read the files.
+Tracing costs time on both sides alike; take timing headlines from
+untraced runs.
+
+The run works the same on a real machine (README "Bare metal"). The
+results record it under ``machine`` (kernel.machine()). Whatever the
+exit (the end, an error, Ctrl-C, SIGTERM, which raises ``Terminated``),
+the features and sysctls the settings name and kernel.sched_schedstats
+get back the values read before the run, the workload's process group is
+killed and the trace instance removed.
 """
 
 from __future__ import annotations
@@ -46,6 +57,17 @@ FORMAT_VERSION = 1
 SIDES = ("A", "B")
 ORDERS = ("abba", "random")
 TAIL_CHARS = 2000
+TRACE_INSTANCE = "schedsteal-{pid}"
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised wherever the runner is (as Ctrl-C raises
+    KeyboardInterrupt) so that the same cleanup runs. A BaseException:
+    no ``except Exception`` on the way may swallow it."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 def parse_params(values: list[str]) -> list[int]:
@@ -75,15 +97,25 @@ def _execute(argv: list[str], timeout: float, env: dict) -> tuple[int, str, str 
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_group(proc)
         out, _ = proc.communicate()
         return 124, out, f"timed out after {timeout:g} s"
+    except BaseException:
+        # Ctrl-C or SIGTERM: the workload has a session of its own, so
+        # the signal did not reach it; it must not outlive the run.
+        _kill_group(proc)
+        proc.wait()
+        raise
     if proc.returncode != 0:
         return proc.returncode, out, f"exit status {proc.returncode}"
     return 0, out, None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def write_json(out: str, doc: dict) -> None:
@@ -103,8 +135,10 @@ class Runner:
     """Runs the A/B sequence and keeps the results document up to date."""
 
     def __init__(self, args: argparse.Namespace, workload: wl.Workload,
-                 options: dict, sides: dict, applier: Applier, params: list[int]):
+                 options: dict, sides: dict, applier: Applier, params: list[int],
+                 instance: trace.Instance | None = None):
         self.args = args
+        self.instance = instance    # records the traced runs
         self.workload = workload
         self.options = options
         self.sides = sides          # "A"/"B" -> (label, Setting)
@@ -145,6 +179,7 @@ class Runner:
                      "ncpus": os.cpu_count(), "cmdline": _cmdline()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "topology": _topology(),
+            "machine": _machine(),
             "lab": _lab(),
         }
 
@@ -165,13 +200,13 @@ class Runner:
     def _trace_path(self) -> str:
         return os.path.join(self.args.trace_dir, f"trace-{self.position}.txt")
 
-    def _save_trace(self, rec: dict, text: str, lost: int) -> None:
+    def _save_trace(self, rec: dict) -> None:
+        """Copy the stopped recording to its file and name it in rec."""
         path = self._trace_path()
         try:
-            with open(path, "w") as f:
-                f.write(text)
-        except OSError as exc:
-            raise AbbenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+            lost = self.instance.copy_to(path)
+        except (trace.TraceError, kernel.KernelError) as exc:
+            raise AbbenchError(str(exc)) from None
         base = os.path.dirname(os.path.abspath(self.args.out))
         full = os.path.abspath(path)
         rec["trace"] = (os.path.relpath(full, base)
@@ -187,16 +222,16 @@ class Runner:
             argv = self.workload.command(param, self.options, workdir)
             before = self._snapshot()
             if traced:
-                trace.start((), self.args.trace_buffer_kb)
+                self.instance.start()
             start = time.monotonic()
             code, output, error = _execute(argv, self.args.timeout, env)
             duration = time.monotonic() - start
             if traced:
-                text, lost = trace.stop()
+                self.instance.stop()
             after = self._snapshot()
             rec = {"value": None, "exit_code": code, "duration": round(duration, 6)}
             if traced:
-                self._save_trace(rec, text, lost)
+                self._save_trace(rec)
             if error is None:
                 try:
                     result = self.workload.parse(output, workdir)
@@ -295,6 +330,14 @@ def _topology() -> dict | None:
         return None
 
 
+def _machine() -> dict | None:
+    """The machine the runs measured (kernel.machine())."""
+    try:
+        return kernel.machine()
+    except Exception:  # noqa: BLE001 -- a record, never a reason to stop
+        return None
+
+
 def _lab() -> dict | None:
     """The QEMU and clock of the boot (lab.json, which schedsteal-vm puts
     in $SCHEDSTEAL_OUT); None outside such a guest (bare metal)."""
@@ -307,19 +350,6 @@ def _lab() -> dict | None:
     except (OSError, ValueError):
         return None
     return rec if isinstance(rec, dict) else None
-
-
-def _check_trace_events() -> None:
-    """The events schedtrace needs must be on (they are set at boot)."""
-    for event in trace.SCHED_EVENTS:
-        path = f"{trace.TRACING}/events/sched/{event}/enable"
-        try:
-            on = kernel.read(path).strip() == "1"
-        except kernel.KernelError as exc:
-            raise AbbenchError(f"--trace-dir: cannot read {path}: {exc}") from None
-        if not on:
-            raise AbbenchError(f"--trace-dir: event sched/{event} is not enabled "
-                               "(boot with trace_event=sched:" + event + ")")
 
 
 def _cmdline() -> str | None:
@@ -399,7 +429,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.trace_dir:
         if args.trace_buffer_kb < 64:
             raise AbbenchError("--trace-buffer-kb must be at least 64")
-        _check_trace_events()
         try:
             os.makedirs(args.trace_dir, exist_ok=True)
         except OSError as exc:
@@ -413,25 +442,79 @@ def cmd_run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 -- any failure: say how to go on without
             raise AbbenchError(f"cannot read schedstat ({exc}); use "
                                "--no-schedstat to run without it") from None
-    for side in sides:        # validate by applying A then B once
-        applier.apply(sides[side][1])
-    if not args.no_schedstat:
-        _enable_schedstats(args.proc_sys)
-    runner = Runner(args, workload, options, sides, applier, params)
+    # Everything after this point changes the system: read what it was,
+    # and put it back whatever way the run ends.
+    applier.save([st for _, st in sides.values()],
+                 () if args.no_schedstat else ("kernel.sched_schedstats",))
+    instance = None
+    if args.trace_dir:
+        instance = trace.Instance(TRACE_INSTANCE.format(pid=os.getpid()),
+                                  args.trace_buffer_kb, tracing=args.tracefs)
+    handlers = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated),
+                # also when started with SIGINT ignored (a shell's "cmd &")
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    runner = None
     try:
-        return runner.run()
-    except SettingError as exc:
-        runner.doc["error"] = str(exc)
-        runner.save()
-        print(f"abbench: error: {exc} (results so far in {args.out})",
-              file=sys.stderr)
-        return 1
+        for side in sides:        # validate by applying A then B once
+            applier.apply(sides[side][1])
+        if not args.no_schedstat:
+            _enable_schedstats(args.proc_sys)
+        if instance:
+            try:
+                total = instance.create()
+            except (trace.TraceError, kernel.KernelError) as exc:
+                raise AbbenchError(f"--trace-dir: {exc}") from None
+            print(f"abbench: tracing in {instance.path}: {args.trace_buffer_kb} KiB "
+                  f"per CPU, {total} KiB in all", file=sys.stderr, flush=True)
+        runner = Runner(args, workload, options, sides, applier, params, instance)
+        status = runner.run()
+    except (SettingError, kernel.KernelError, trace.TraceError) as exc:
+        if runner is None:
+            raise AbbenchError(str(exc)) from None  # before any run: exit 2
+        status = _stop(runner, str(exc), f"error: {exc}", 1)
     except KeyboardInterrupt:
-        runner.doc["error"] = "interrupted"
+        status = _stop(runner, "interrupted", "interrupted", 130)
+    except Terminated:
+        status = _stop(runner, "terminated", "terminated (SIGTERM)", 143)
+    finally:
+        restored = _cleanup(applier, instance)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return status or (0 if restored else 1)
+
+
+def _stop(runner: Runner | None, error: str, say: str, status: int) -> int:
+    """The end of a run cut short: the error in the results, a line on stderr."""
+    where = ""
+    if runner is not None:
+        runner.doc["error"] = error
         runner.save()
-        print(f"abbench: interrupted (results so far in {args.out})",
-              file=sys.stderr)
-        return 130
+        where = f" (results so far in {runner.args.out})"
+    print(f"abbench: {say}{where}", file=sys.stderr)
+    return status
+
+
+def _cleanup(applier: Applier, instance: trace.Instance | None) -> bool:
+    """Put back what the run changed: the trace instance goes, the saved
+    features and sysctls get their values back; whether all did. SIGINT
+    and SIGTERM are ignored meanwhile: a second Ctrl-C cannot cut it short."""
+    held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        problems = []
+        if instance:
+            try:
+                instance.remove()
+            except trace.TraceError as exc:
+                problems.append(str(exc))
+        done, failed = applier.restore()
+        if done:
+            print(f"abbench: restored {' '.join(done)}", file=sys.stderr)
+        for problem in problems + failed:
+            print(f"abbench: warning: not restored: {problem}", file=sys.stderr)
+        return not (problems or failed)
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
 
 
 def _default(workload: str, key: str):
@@ -511,6 +594,9 @@ def add_run_parser(sub) -> None:
     run.add_argument("--trace-runs", type=int, metavar="N",
                      help="trace only the first N rounds of each param "
                      "(default: all)")
-    run.add_argument("--trace-buffer-kb", type=int, default=16384,
-                     help="ring buffer per CPU (default: %(default)s)")
+    run.add_argument("--trace-buffer-kb", type=int, default=trace.INSTANCE_BUFFER_KB,
+                     help="ring buffer per CPU of the trace instance "
+                     "(default: %(default)s)")
+    run.add_argument("--tracefs", default=trace.TRACING,
+                     help="tracefs, where the instance is made (default: %(default)s)")
     run.set_defaults(func=cmd_run)

@@ -70,12 +70,71 @@ def parse_setting(spec: str) -> Setting:
 
 
 class Applier:
-    """Applies settings through guest.kernel; paths are overridable for tests."""
+    """Applies settings through guest.kernel; paths are overridable for tests.
+
+    ``save()`` reads, before anything changes, the state of every scheduler
+    feature and sysctl that the settings (and the runner itself) may
+    write; ``restore()`` writes those values back. ``sh:`` commands are
+    the user's: what they change is not known, so not restored."""
 
     def __init__(self, features_path: str = kernel.FEATURES,
                  proc_sys: str = kernel.PROC_SYS):
         self.features_path = features_path
         self.proc_sys = proc_sys
+        self.saved_features: dict[str, str] = {}  # NAME -> NAME or NO_NAME
+        self.saved_sysctls: dict[str, str] = {}   # key -> value as read
+
+    def save(self, settings, sysctls=()) -> None:
+        """Remember the features and sysctls the settings name, and the
+        sysctls keys `sysctls` (kernel.sched_schedstats), as they are now.
+        A sysctl that is missing or cannot be read (write-only) is left
+        out, with a warning when a setting names it."""
+        names = {n.removeprefix("NO_") for st in settings if st.kind == "feat"
+                 for n in st.items}
+        if names:
+            now = {t.removeprefix("NO_"): t for t in kernel.features(self.features_path)}
+            self.saved_features = {n: now[n] for n in sorted(names) if n in now}
+        named = [k for st in settings if st.kind == "sysctl" for k, _ in st.items]
+        for key in [*named, *sysctls]:
+            if key in self.saved_sysctls:
+                continue
+            try:
+                self.saved_sysctls[key] = kernel.read(str(self.sysctl_path(key))).rstrip("\n")
+            except kernel.KernelError as exc:
+                if key in named:
+                    print(f"abbench: warning: {exc}: {key} will not be restored",
+                          file=sys.stderr)
+
+    def restore(self) -> tuple[list[str], list[str]]:
+        """Write back what save() read, where it changed: (what was
+        restored, one line per problem). Every value is tried, whatever
+        failed before it."""
+        done, problems = [], []
+        try:
+            now = set(kernel.features(self.features_path)) if self.saved_features else set()
+        except kernel.KernelError:
+            now = set()
+        for token in self.saved_features.values():
+            if token in now:
+                continue
+            try:
+                kernel.set_feature(token, self.features_path)
+                done.append(token)
+            except kernel.KernelError as exc:
+                problems.append(str(exc))
+        for key, value in self.saved_sysctls.items():
+            path = str(self.sysctl_path(key))
+            try:
+                if kernel.read(path).rstrip("\n") == value:
+                    continue
+            except kernel.KernelError:
+                pass  # write it all the same
+            try:
+                kernel.write(path, value + "\n")
+                done.append(f"{key}={value}")
+            except kernel.KernelError as exc:
+                problems.append(str(exc))
+        return done, problems
 
     def sysctl_path(self, key: str) -> Path:
         return Path(self.proc_sys) / key.replace(".", "/")
@@ -150,4 +209,7 @@ SETTING (--a, --b) is one of:
       change nothing.
 Both settings are checked, then applied once (A, then B) so that a typo fails
 at once; during the run the setting is applied again before every run.
+On exit (normal, error, Ctrl-C, SIGTERM) every feature and sysctl named
+here, and kernel.sched_schedstats, get back the value read before the run;
+what an sh: command changed is not known and stays.
 """
