@@ -9,6 +9,8 @@ boot's trace_event= and vm.py's trace_instance= hold the first two), so
 no code is patched under multi-threaded TCG (guest/trace.py)."""
 import json
 
+import pytest
+
 from conftest import boot
 from schedsteal import abbench, vm
 
@@ -57,6 +59,7 @@ uname -r >"$SCHEDSTEAL_OUT/release"
 """
 
 
+@pytest.mark.full
 def test_bare_metal_run_restores_everything_on_sigint_and_sigterm(test_kernel, tmp_path):
     boot(test_kernel, "smp2", SCRIPT, keep=str(tmp_path))
     state = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.json")
