@@ -122,3 +122,14 @@ def test_task_sched_reads_numbers_and_misses_as_none(monkeypatch):
     assert probe.task_sched(123, "numa_preferred_nid") == 1
     assert probe.task_sched(123, "se.exec_start") == 12345
     assert probe.task_sched(123, "nr_migrations") is None
+
+
+def test_dl_total_bw_reads_the_cpus_dl_rq_block(monkeypatch):
+    text = ("cpu#0\n  .nr_running : 1\n\ndl_rq[0]:\n  .dl_nr_running : 0\n"
+            "  .dl_bw->bw                     : 996147\n"
+            "  .dl_bw->total_bw               : 1677696\n\n"
+            "dl_rq[1]:\n  .dl_bw->total_bw               : 5\n")
+    monkeypatch.setattr(probe.kernel, "read", lambda path: text)
+    assert probe.dl_total_bw() == 1677696
+    assert probe.dl_total_bw(1) == 5
+    assert probe.dl_total_bw(2) is None

@@ -643,8 +643,10 @@ def cmd_localpull(args):
         for h in hogs:
             os.sched_setaffinity(h.pid, set(widen))
         # Only load balancing moves a busy loop: the idle CPUs must pull.
+        t0 = time.monotonic()
         result["pulled"] = until(lambda: bool(set(hog_cpus(hogs)) & pulled_into),
                                  tries=args.seconds * 100)
+        result["pull_s"] = round(time.monotonic() - t0, 3)
         result["after"] = hog_cpus(hogs)
         result["pinned_cpu"] = kernel.task_cpu(pinned.pid)
         result["parked_ran_hogs"] = bool(set(hog_cpus(hogs)) & park_cpus)
@@ -677,6 +679,14 @@ def start_dl_sleeper(args):
     return None
 
 
+def dl_total_bw(cpu: int = 0) -> int | None:
+    """The admitted deadline bandwidth of cpu's root domain (<< 20 per
+    CPU), from its dl_rq block in the scheduler's debugfs file."""
+    m = re.search(rf"^dl_rq\[{cpu}\]:.*?^\s+\.dl_bw->total_bw\s*: (\d+)",
+                  kernel.read(kernel.SCHED_DEBUG), re.M | re.S)
+    return int(m[1]) if m else None
+
+
 def cmd_dlbw(args):
     result = {"tasks": args.tasks, "bw_per_task": args.runtime_us / args.period_us}
     tasks = []
@@ -686,6 +696,7 @@ def cmd_dlbw(args):
             if t is None:
                 raise RuntimeError("a deadline task was refused before any parking")
             tasks.append(t)
+        result["total_bw"] = dl_total_bw()
         result["park_errno"], _ = park(args.park)
         result["parked_after"] = kernel.parked()
         if not result["park_errno"]:
