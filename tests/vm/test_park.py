@@ -136,7 +136,7 @@ def llc2x4_park(test_kernel):
                " && python3 guest/park_probe.py localpull --park 3 --pinned 3"
                " --start 4-7 --widen 0-2,4-7 --hogs 6"
                " && python3 guest/park_probe.py localpull --park 7 --pinned 7"
-               " --start 4-6 --widen 0-6 --hogs 6")
+               " --start 4-6 --widen 0-6 --hogs 6 --seconds 2")
     return json_results(res, 7)
 
 
@@ -376,25 +376,16 @@ def test_parked_cpus_pinned_task_does_not_hide_its_llcs_other_tasks(llc2x4_park)
     group_parked for LLC 0's balancers, which then look at its parked CPU
     only; its one task cannot come, and they gave up (out_one_pinned,
     interval doubled) while CPUs 0-3 stayed idle beside three CPUs with
-    two hogs each. Now they leave CPU 7 out and look again."""
+    two hogs each. Now they leave CPU 7 out and look again. Only a moment
+    with two tasks on CPU 7 (its push's stopper, a kworker) let the old
+    code pull: 3 of 5 runs after 16-20 s of polling, 2 never in 26-32 s;
+    now 5 of 5 within 0.6 s. The probe polls 200 times (2 s of sleeps;
+    7-15 s in a loaded guest), far past the fix and short of the rescue."""
     got = llc2x4_park[6]
     assert got["park_errno"] == 0
     assert set(got["before"]) <= {"4", "5", "6"}, got["before"]
     assert got["pulled"], got
-    assert got["pinned_cpu"] == 7 and not got["parked_ran_hogs"], got
-
-
-@pytest.mark.full
-def test_parking_down_to_one_cpu_of_32_needs_no_bandwidth_for_fair_servers(test_kernel):
-    """This round's review of the deadline check: 6.12 counts every CPU's
-    fair server (50 ms/s) in the root domain's admitted bandwidth, and the
-    park check compared all of it with the unparked CPUs' capacity, so a
-    32-CPU guest with no deadline task could not park 31 CPUs (1.6 CPUs of
-    servers against 0.95 of one CPU). A parked CPU's server guarantees
-    nothing and is left out, as hot-unplug leaves it out upstream."""
-    got, _ = probe(test_kernel, "big32", "dlbw --park 1-31 --tasks 0")
-    assert got["park_errno"] == 0, got
-    assert got["parked_after"] == "1-31", got
+    assert got["pinned_cpu"] == 7, got
 
 
 def test_parking_keeps_the_deadline_bandwidth_it_admitted(smt4_boot_parked):
