@@ -22,6 +22,12 @@ pytestmark = pytest.mark.full
 # The host's measure and the guest's must agree this closely, in points
 # of the window (issue 24).
 STEAL_AGREEMENT = 5.0
+# With nothing contending, the guest must not invent steal: within this
+# many points of what the host measured for the same thread and window.
+QUIET_AGREEMENT = 1.0
+# The quiet window is quiet: QEMU's own threads and the host's background
+# take a few points (1.3-3.1% measured on 2 cores); a hog takes 70.
+QUIET_CEILING = 10.0
 # The parallel clock: N loops on N vCPUs against one loop, N loops on one
 # vCPU against N loops' worth, and hackbench's spread: within 3%.
 CLOCK_TOLERANCE = 0.03
@@ -54,13 +60,19 @@ def test_overcommit8_guest_steal_matches_each_vcpu_threads_run_delay(test_kernel
 
 
 def test_smp2_steal_is_quiet_then_follows_a_host_hog(test_kernel, lab_qemu):
-    """smp2: on a quiet host no steal; then, vCPU k's thread pinned to
+    """smp2: on a quiet host the guest sees only the little steal the
+    host measured (no phantom steal); then, vCPU k's thread pinned to
     host CPU k and a busy loop pinned to host CPU 0, vCPU 0 waits half
-    the time or more and the guest sees it, vCPU 1 far less."""
+    the time or more and the guest sees it, vCPU 1 far less.
+
+    The quiet window's level is the host's, not the instrument's (CI
+    once measured 3.0% on vCPU 1, guest and host within 0.12 point), so
+    it is bounded loosely and the agreement tightly."""
     got = labcheck.check_steal_smp2(test_kernel, lab_qemu)
     assert_agree(got["quiet"])
     assert_agree(got["hog"])
-    assert all(r["guest"] < 2.0 for r in got["quiet"]), got["quiet"]
+    assert all(abs(r["diff"]) <= QUIET_AGREEMENT for r in got["quiet"]), got["quiet"]
+    assert all(r["guest"] < QUIET_CEILING for r in got["quiet"]), got["quiet"]
     vcpu0, vcpu1 = got["hog"]
     assert vcpu0["guest"] > 40.0, got["hog"]
     assert vcpu0["guest"] - vcpu1["guest"] > 30.0, got["hog"]
