@@ -189,6 +189,11 @@ def test_scan_cli_rejects_devnull_and_missing_files(tmp_path, capsys):
     ("llc2x4", 8, 8, 2, 1),
     ("numa2", 8, 4, 2, 2),
     ("overcommit8", 8, 8, 1, 1),
+    # The design's machines (issue 27): 10 x 2 in one LLC, 22 x 2, and
+    # two nodes of 10 x 2, each node one LLC.
+    ("llc20", 20, 10, 1, 1),
+    ("llc44", 44, 22, 1, 1),
+    ("numa40", 40, 20, 2, 2),
 ])
 def test_presets(name, cpus, smt, llc, nodes):
     p = vm.PRESETS[name]

@@ -144,6 +144,15 @@ PRESETS = {p.name: p for p in [
     # set matter when one LLC has many CPUs.
     Preset("llc32", "32 vCPUs in one LLC: 16 cores x 2 threads", 1, 16, 2,
            memory_mb=3072),
+    # The machines of the design's tables (issue 27), for the parallel
+    # clock: one socket of 10 or 22 cores x 2 threads, two of 10 x 2.
+    Preset("llc20", "20 vCPUs in one LLC: 10 cores x 2 threads (the design's "
+           "1-socket 20-CPU machine)", 1, 10, 2, memory_mb=2048),
+    Preset("llc44", "44 vCPUs in one LLC: 22 cores x 2 threads (the design's "
+           "1-socket 44-CPU machine)", 1, 22, 2, memory_mb=4096),
+    Preset("numa40", "40 vCPUs: 2 nodes, each one LLC of 10 cores x 2 threads "
+           "(the design's 2-socket 40-CPU machine)", 2, 10, 2, numa_nodes=2,
+           memory_mb=4096),
 ]}
 
 
