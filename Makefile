@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park compare-kernels stock-kernel deb deb-config test-deb test test-unit \
+.PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed compare-kernels stock-kernel deb deb-config test-deb test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-steal-far stealing beyond the LLC: none/LLC/node/NUMA on llc2x4, numa2, big32 (docs/results.md)"
 	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
+	@echo "make bench-seed      the design's tables under the parallel clock: llc20, numa40, llc2x4 (docs/results.md)"
 	@echo "make compare-kernels [PRESET=...] [PAIR=test|debian]   kernel A vs kernel B, alternating boots"
 	@echo "make deb [FLAVOUR=cloud-amd64]   Debian packages of the series with Debian's config (hours)"
 	@echo "make test-deb [FLAVOUR=...]   boot the packaged kernel (not installed) and run the smoke checks"
@@ -77,6 +78,9 @@ bench-sis: setup
 
 bench-park: setup
 	@scripts/bench-park.sh
+
+bench-seed: setup
+	@scripts/bench-seed.sh
 
 stock-kernel: setup
 	@scripts/stock-kernel.sh $(CONFIG)
