@@ -6,12 +6,13 @@
 # guest's time is parallel time, whatever else the host runs. Each boot
 # runs its pairs one after the other, runs alternated (ABBA):
 #   llc20   1 LLC of 10 cores x 2 threads (the design's 20-CPU machine)
-#           none/steal, hackbench process sockets and pipe, g 1,2,3,4,8;
-#           relax/steal sockets g 1,2,4 (stealing or newidle balance?)
+#           none/steal, hackbench process sockets, g 1,2,3,4,8;
+#           relax/steal sockets g 1,2,4 (stealing or newidle balance?);
+#           none/steal process pipe, g 1,2,4
 #   numa40  2 nodes of 10 x 2 (the design's 40-CPU machine)
 #           none/steal sockets g 1,2,3,4,8; llc/numa sockets g 2,4
 #   llc2x4  2 LLCs of 4 (the arm64 board of the design's thread)
-#           none/steal sockets g 1,2,3,4,8
+#           none/steal sockets g 1,2,3,4 (the groups of the reply)
 # where none = NO_STEAL, steal = STEAL (LLC only), relax = NO_STEAL +
 # NI_RELAX, llc = STEAL alone, numa = STEAL + STEAL_NODE + STEAL_NUMA.
 # The last pair of each boot that is not traced is followed by one traced
@@ -50,13 +51,13 @@ shape() { # SHAPE
 	case "$preset" in
 	llc20)
 		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4,8)
-		guest+=$'\n'$(pair_cmd none:steal pipe 1,2,3,4,8)
-		guest+=$'\n'$(pair_cmd relax:steal sockets 1,2,4) ;;
+		guest+=$'\n'$(pair_cmd relax:steal sockets 1,2,4)
+		guest+=$'\n'$(pair_cmd none:steal pipe 1,2,4) ;;
 	numa40)
 		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4,8)
 		guest+=$'\n'$(pair_cmd llc:numa sockets 2,4) ;;
 	llc2x4)
-		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4,8) ;;
+		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4) ;;
 	*) die "no pairs for shape '$preset' (llc20, numa40, llc2x4)" ;;
 	esac
 	# One traced round for the decision columns (the runs above are not

@@ -117,3 +117,18 @@ def test_missing_directory_and_rate_benchmarks_are_refused(tmp_path, capsys):
     p.write_text(json.dumps(doc))
     assert seed.main([str(d)]) == 2
     assert "not a time" in capsys.readouterr().err
+
+
+def test_no_break_even_without_a_gain(tmp_path, monkeypatch):
+    """B slower: there is no gain for the moves' cost to eat."""
+    d = tmp_path / "seed-llc20"
+    write_results(d / "traced-none-steal-sockets.json", {2: ([1.0], [1.1])})
+    monkeypatch.setattr(abbench, "_trace_means", lambda runs, doc, base: (
+        {"wasted_llc_pct": 4.0, "migrations": 1000 if runs[0]["setting"] == "A" else 3000,
+         "cross_llc_moves": 0, "cross_node_moves": 0, "moved_back": 5}, None))
+    (row,) = seed.collect([str(d)])
+    assert row["speedup"] < 0 and row["break_even_us"] is None
+    text = seed.format_rows([row])
+    # no empty main table: only the traced one
+    assert not any(ln.split()[:4] == ["pair", "workload", "g", "n"] for ln in text.splitlines())
+    assert text.rstrip().endswith("-")

@@ -20,7 +20,7 @@ within 10 ms (schedtrace), and the break-even cost per move:
 
 the cost one move (a task started on another CPU: its caches refilled) may
 have before the time gained vanishes, when the moves' cost spreads evenly
-over the CPUs. The parallel clock has no caches: this is what real
+over the CPUs; none (``-``) when B gained nothing or moved no more. The parallel clock has no caches: this is what real
 hardware's moves may cost at most for the gain to survive.
 
 Usage::
@@ -131,8 +131,11 @@ def pair_rows(path: str, shape: str) -> list[dict]:
                 row[key] = [t.get(key) for t in traces]
             extra = traces[1]["migrations"] - traces[0]["migrations"]
             gain = (ta - tb) if ta and tb else None
+            # Only a gain can vanish: no figure when B was not faster or
+            # did not move more.
             row["break_even_us"] = (gain * cpus / extra * 1e6
-                                    if gain is not None and cpus and extra > 0 else None)
+                                    if gain is not None and gain > 0 and cpus
+                                    and extra > 0 else None)
         rows.append(row)
     return rows
 
@@ -183,7 +186,8 @@ def format_rows(rows: list[dict]) -> str:
                           " -> ".join(_fmt(x) for x in r["busy_pct"]),
                           " -> ".join(_fmt(x, ".2f") for x in r["find_pct"]),
                           " -> ".join(_fmt(x, ".0f") for x in r["steal"])])
-        out += format_table(table, left=(0, 1), indent="  ")
+        if len(table) > 1:
+            out += format_table(table, left=(0, 1), indent="  ")
         traced = [r for r in rs if "wasted_llc_pct" in r]
         if traced:
             out += ["", "  traced rounds (one run a side): moves = migrations per run, "
