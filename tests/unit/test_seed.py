@@ -132,3 +132,11 @@ def test_no_break_even_without_a_gain(tmp_path, monkeypatch):
     # no empty main table: only the traced one
     assert not any(ln.split()[:4] == ["pair", "workload", "g", "n"] for ln in text.splitlines())
     assert text.rstrip().endswith("-")
+
+
+def test_group_counts_never_run_are_left_out(tmp_path):
+    """A run cut short lists groups it never reached: no row for them."""
+    d = tmp_path / "seed-llc20"
+    write_results(d / "none-steal-pipe.json", {1: ([1.0, 1.1], [1.0, 1.1]), 8: ([], [])},
+                  workload="hackbench-process-pipe")
+    assert [r["groups"] for r in seed.collect([str(d)])] == [1]
