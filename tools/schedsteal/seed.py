@@ -89,6 +89,11 @@ def _fmt(x, spec=".1f", none="-"):
     return format(x, spec)
 
 
+def _ab(pair, spec=".1f") -> str:
+    """An A -> B cell."""
+    return " -> ".join(_fmt(x, spec) for x in pair)
+
+
 def _cpus(doc: dict) -> int | None:
     topo = doc.get("topology") or {}
     cpus = topo.get("cpus")
@@ -123,9 +128,8 @@ def pair_rows(path: str, shape: str) -> list[dict]:
             "p": b.get("p_value"), "p_paired": e["paired"].get("p_value"),
             "cpus": cpus, "lab": doc.get("lab"),
         }
-        for key, field in (("busy_pct", "busy_pct"), ("find_pct", "find_pct"),
-                           ("steal", "steal")):
-            row[key] = [((c.get("schedstat") or {}).get(field)) for c in (a, b)]
+        for key in ("busy_pct", "find_pct", "steal"):
+            row[key] = [(c.get("schedstat") or {}).get(key) for c in (a, b)]
         traces = [c.get("trace") for c in (a, b)]
         if all(traces):
             for key in ("wasted_llc_pct", "migrations", "cross_llc_moves",
@@ -148,9 +152,10 @@ def collect(dirs: list[str]) -> list[dict]:
         if not os.path.isdir(d):
             raise SeedError(f"{d}: no such directory")
         shape = shape_of(d)
+        # Not the boot's lab.json nor abbench report's .report.json.
         files = sorted(f for f in glob.glob(os.path.join(d, "*.json"))
-                       if not f.endswith((".report.json", "/lab.json"))
-                       and not os.path.basename(f) == "lab.json")
+                       if not f.endswith(".report.json")
+                       and os.path.basename(f) != "lab.json")
         if not files:
             raise SeedError(f"{d}: no abbench results files")
         for f in files:
@@ -185,9 +190,9 @@ def format_rows(rows: list[dict]) -> str:
                           _fmt(r["time"][0], ".4f"), _fmt(r["time"][1], ".4f"),
                           _fmt(r["speedup"], "+.1f"), _fmt(r["design"], "+.1f"),
                           _fmt(r["p"], ".3f"), _fmt(r["p_paired"], ".3f"),
-                          " -> ".join(_fmt(x) for x in r["busy_pct"]),
-                          " -> ".join(_fmt(x, ".2f") for x in r["find_pct"]),
-                          " -> ".join(_fmt(x, ".0f") for x in r["steal"])])
+                          _ab(r["busy_pct"]),
+                          _ab(r["find_pct"], ".2f"),
+                          _ab(r["steal"], ".0f")])
         if len(table) > 1:
             out += format_table(table, left=(0, 1), indent="  ")
         traced = [r for r in rs if "wasted_llc_pct" in r]
@@ -200,11 +205,11 @@ def format_rows(rows: list[dict]) -> str:
             for r in traced:
                 table.append([_pair(r), r["workload"].replace("hackbench-process-", ""),
                               r["groups"], _fmt(r["speedup"], "+.1f"),
-                              " -> ".join(_fmt(x) for x in r["wasted_llc_pct"]),
-                              " -> ".join(_fmt(x, ".0f") for x in r["migrations"]),
-                              " -> ".join(_fmt(x, ".0f") for x in r["cross_llc_moves"]),
-                              " -> ".join(_fmt(x, ".0f") for x in r["cross_node_moves"]),
-                              " -> ".join(_fmt(x, ".0f") for x in r["moved_back"]),
+                              _ab(r["wasted_llc_pct"]),
+                              _ab(r["migrations"], ".0f"),
+                              _ab(r["cross_llc_moves"], ".0f"),
+                              _ab(r["cross_node_moves"], ".0f"),
+                              _ab(r["moved_back"], ".0f"),
                               _fmt(r.get("break_even_us"), ".1f") + (
                                   " us" if r.get("break_even_us") is not None else "")])
             out += format_table(table, left=(0, 1), indent="  ")
