@@ -23,7 +23,8 @@ def smt4_placement(test_kernel):
 
 def setup_held(r, prev):
     """The round built the state it needs: the task slept on the recent
-    CPU, then woke on prev (a busy recent CPU, the waker's not allowed)."""
+    CPU, then woke on prev (a busy recent CPU, the waker's not allowed;
+    the probe wakes it up to SETUP_TRIES times until it gets there)."""
     return r["asleep_on_recent"] and r["first_cpu"] == prev and r["asleep_on_prev"]
 
 
