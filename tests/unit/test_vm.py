@@ -608,3 +608,16 @@ def test_long_guest_command_goes_in_a_file(tmp_path):
     assert inline == f"exec /bin/sh {f}"
     assert f.read_text() == cmd + "\n"
     assert len(inline) < vm.GUEST_CMD_INLINE_MAX
+
+
+def test_steal_governor_is_off_unless_a_boot_asks_for_it():
+    """Built into the test kernels, the governor would park CPUs under any
+    experiment with steal time: off by default, and a caller's own value
+    comes later on the command line, where the kernel takes the last."""
+    def appended(append=None):
+        cmd = vm.vng_command("/k/bzImage", vm.PRESETS["smp2"], "/o", "true",
+                             append=append, vng="vng")
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--append"]
+    assert "steal_governor.enabled=0" in appended()
+    got = appended(["steal_governor.enabled=1"])
+    assert got.index("steal_governor.enabled=1") > got.index("steal_governor.enabled=0")

@@ -392,7 +392,12 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            # wrong ("Oops: int3"). The probes only switch tracing_on.
            "--append", f"trace_event={','.join(TRACE_EVENTS)}",
            "--append", f"trace_instance={BOOT_INSTANCE},"
-           + ",".join(f"sched:{e}" for e in SCHED_EVENTS)]
+           + ",".join(f"sched:{e}" for e in SCHED_EVENTS),
+           # The steal governor (0038) is built into the test kernels and
+           # would park CPUs under any experiment that shows steal time;
+           # off unless asked (--append steal_governor.enabled=1: the
+           # later value wins).
+           "--append", "steal_governor.enabled=0"]
     for a in append or []:
         cmd += ["--append", a]
     if qemu:
