@@ -84,3 +84,16 @@ def json_results(res, n):
     got = [obj for _, obj in vm.json_objects(res.output.splitlines())]
     assert len(got) == n, res.output[-3000:]
     return got
+
+
+@pytest.fixture(scope="session")
+def lab_qemu():
+    """The lab QEMU (`make qemu`; $SCHEDSTEAL_QEMU_LAB names a binary built
+    elsewhere), built on first use."""
+    path = os.environ.get("SCHEDSTEAL_QEMU_LAB")
+    if not path:
+        out = subprocess.run([str(REPO / "scripts" / "build-qemu.sh")], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        path = out.strip().splitlines()[-1]
+        os.environ["SCHEDSTEAL_QEMU_LAB"] = path
+    return path

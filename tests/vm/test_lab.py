@@ -9,12 +9,8 @@ $SCHEDSTEAL_QEMU_LAB names a binary built elsewhere).
 The steal checks need a host that runs nothing else (CI runs tests one
 at a time): on a busy host the quiet window is not quiet.
 """
-import os
-import subprocess
-
 import pytest
 
-from conftest import REPO
 from schedsteal import labcheck
 
 pytestmark = pytest.mark.full
@@ -31,17 +27,6 @@ QUIET_CEILING = 10.0
 # The parallel clock: N loops on N vCPUs against one loop, N loops on one
 # vCPU against N loops' worth, and hackbench's spread: within 3%.
 CLOCK_TOLERANCE = 0.03
-
-
-@pytest.fixture(scope="session")
-def lab_qemu():
-    path = os.environ.get("SCHEDSTEAL_QEMU_LAB")
-    if not path:
-        out = subprocess.run([str(REPO / "scripts" / "build-qemu.sh")], check=True,
-                             stdout=subprocess.PIPE, text=True).stdout
-        path = out.strip().splitlines()[-1]
-        os.environ["SCHEDSTEAL_QEMU_LAB"] = path
-    return path
 
 
 def assert_agree(rows):

@@ -266,6 +266,35 @@ class PinVcpus:
         pass  # they stay pinned: the next window may rely on it
 
 
+class ConfineQemu:
+    """Confine every thread of the QEMU process to host CPUs `cores` for
+    as long as a guest's window lasts (StealMonitor action): the host's
+    capacity for the guest shrinks, then comes back at the window's end
+    (each thread gets the affinity it had)."""
+
+    def __init__(self, cores: set[int], proc: str = "/proc"):
+        self.cores, self.proc, self.saved = set(cores), proc, {}
+
+    def _threads(self, qemu_pid: int) -> list[int]:
+        return [int(t) for t in os.listdir(f"{self.proc}/{qemu_pid}/task")]
+
+    def start(self, qemu_pid: int, threads: dict[int, int]) -> None:
+        for tid in self._threads(qemu_pid):
+            try:
+                self.saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, self.cores)
+            except ProcessLookupError:
+                self.saved.pop(tid, None)
+
+    def stop(self) -> None:
+        for tid, cpus in self.saved.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                pass
+        self.saved = {}
+
+
 class StealMonitor:
     """vm.run(monitor=...) for the steal-time validation: samples every
     vCPU thread's schedstat each time the guest writes a mark (within

@@ -1,0 +1,124 @@
+"""schedsteal-governor's host side: the summary of a probe's result, its
+table, report's errors, the plot. No guest (tests/vm/test_governor.py)."""
+import json
+
+import pytest
+
+from schedsteal import governor, lab
+
+
+def result():
+    """A made-up run: 2 CPUs, HZ 100, samples every 0.5 s."""
+    s = []
+    t = 0.0
+    steal = [0, 0]
+    rounds = 0
+    for phase, pref, dsteal, drounds, n in (("quiet", 2, 0, 0, 4), ("busy", 2, 20, 1000, 4),
+                                             ("busy", 1, 0, 1000, 4), ("idle", 2, 0, 0, 3)):
+        for _ in range(n):
+            s.append([t, phase, pref, True, list(steal), rounds])
+            t += 0.5
+            steal = [x + dsteal for x in steal]
+            rounds += drounds
+    return {"online": 2, "cpus": [0, 1], "user_hz": 100, "poll_s": 0.5,
+            "params": {"enabled": "Y", "interval_ms": "200", "high_threshold": "500",
+                       "low_threshold": "200"},
+            "reached": {"quiet": None, "busy": 3.0, "idle": 6.0}, "samples": s,
+            "others": {"written": "1", "parked_after": "1", "parked_when_off": "1"},
+            "off": {"enabled": "N", "preferred": "0", "preferred_cleared": "0-1"}}
+
+
+def test_summary_reads_each_phase_after_it_settled():
+    rows = {r["phase"]: r for r in governor.summary(result())}
+    assert list(rows) == ["quiet", "busy", "idle"]
+    assert rows["quiet"]["reached"] is None and rows["quiet"]["samples"] == 4
+    busy = rows["busy"]
+    # from t=3.0 (reached) on: two samples at 2 CPUs, then four at 1
+    assert busy["samples"] == 6 and busy["pref_min"] == 1 and busy["pref_max"] == 2
+    assert busy["changes_per_s"] == pytest.approx(1 / 2.5)
+    # 20 ticks per CPU at each of the two steps at 2 CPUs: 80 ticks of
+    # HZ 100 over 2.5 s on 2 CPUs
+    assert busy["steal_pct"] == pytest.approx(100.0 * 80 / 100 / 2.5 / 2)
+    assert busy["rounds_per_s"] == pytest.approx(2000.0)
+
+
+def test_table_names_its_columns_and_the_switch_off(capsys, tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(result()))
+    assert governor.main(["report", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "interval_ms 200" in out
+    assert "phase" in out and "changes/s" in out and "rounds/s" in out
+    assert ("parked by hand: 1; still parked with the governor on: 1; "
+            "once it was off: 1") in out
+
+
+def test_report_json(capsys, tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(result()))
+    assert governor.main(["report", str(f), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [r["phase"] for r in got["summary"]] == ["quiet", "busy", "idle"]
+
+
+@pytest.mark.parametrize("content,msg", [(None, "cannot read"), ("{}", "not a governor result"),
+                                         ("nope", "not a governor result")])
+def test_report_bad_file_is_one_clear_line(capsys, tmp_path, content, msg):
+    f = tmp_path / "r.json"
+    if content is not None:
+        f.write_text(content)
+    assert governor.main(["report", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("schedsteal-governor: error:") and msg in err
+
+
+def test_run_refuses_bad_input_before_booting(capsys, tmp_path):
+    k = tmp_path / "bzImage"
+    assert governor.main(["run", "--kernel", str(k)]) == 2
+    assert "no kernel image" in capsys.readouterr().err
+    k.write_text("")
+    assert governor.main(["run", "--kernel", str(k), "--interval-ms", "50"]) == 2
+    assert "100 to 100000" in capsys.readouterr().err
+    assert governor.main(["run", "--kernel", str(k), "--plot", "x.txt"]) == 2
+    assert "--plot" in capsys.readouterr().err
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(result()))
+    png = tmp_path / "g.png"
+    assert governor.main(["report", str(f), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_confine_qemu_confines_every_thread_and_gives_back(tmp_path, monkeypatch):
+    tasks = tmp_path / "42" / "task"
+    for t in ("42", "43"):
+        (tasks / t).mkdir(parents=True)
+    aff = {42: {0, 1}, 43: {1}}
+    monkeypatch.setattr(lab.os, "sched_getaffinity", lambda tid: set(aff[tid]))
+    monkeypatch.setattr(lab.os, "sched_setaffinity", lambda tid, c: aff.__setitem__(tid, set(c)))
+    c = lab.ConfineQemu({0}, proc=str(tmp_path))
+    c.start(42, {})
+    assert aff == {42: {0}, 43: {0}}
+    c.stop()
+    assert aff == {42: {0, 1}, 43: {1}}
+
+
+def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
+    r = result()
+    # a static phase before busy: 1 CPU preferred, 500 rounds/s
+    t = r["samples"][-1][0]
+    for i in range(3):
+        r["samples"].append([t + 0.5 * (i + 1), "static1", 1, True, [0, 0], 100000 + 250 * i])
+    r["phase_start"] = {"busy": 2.0}
+    vs = governor.against_static(r)
+    assert vs["best"] == "static1"
+    assert vs["pct"] == pytest.approx(100.0 * (2000.0 / 500.0 - 1))
+    rows = {x["phase"]: x for x in governor.summary(r)}
+    assert rows["busy"]["reached"] == pytest.approx(1.0)  # 3.0 - the phase's start
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(r))
+    assert governor.main(["report", str(f)]) == 0
+    assert "(static1): +300.0% rounds/s (+ = the governor's higher)" in capsys.readouterr().out

@@ -1,0 +1,292 @@
+"""The steal governor on real steal time (issue 29): boot, summary, plot.
+
+The ``schedsteal-governor`` command. ``run`` boots overcommit8 on the lab
+QEMU (multi-threaded TCG: 8 vCPUs on the host's cores, steal time from
+each vCPU thread's run delay) with the governor of patch 0038 built in,
+and runs guest/governor_probe.py: a quiet guest, a busy loop per vCPU,
+QEMU confined to one host core and given the cores back, the loops
+stopped, then CPUs parked by hand (which it must leave alone). It prints
+one row per phase; ``report`` reads a saved result.
+
+    schedsteal-governor run --kernel bzImage [--qemu PATH] [--preset overcommit8|numa2]
+        [--interval-ms 200] [--out DIR] [--json] [--plot FILE.png]
+    schedsteal-governor report RESULT.json [--json] [--plot FILE.png]
+
+Columns (one row per phase, over the samples after the phase reached
+its state, or all of it when it never did): reached (s after the phase
+began, "-" never or no state to reach), pref (preferred CPUs: median,
+min-max), changes/s (changes of the count per second), steal% (the
+guest's steal time as a share of its online CPUs' time, the governor's
+own ratio), rounds/s (the busy loops' rounds per second, all loops: the
+workload's throughput; higher is better). No A/B: no sign convention.
+
+Before the governor's busy phase, `run` holds static sets (the first K
+CPUs preferred, the governor off: static8, static4, ...) with the same
+loops; the line under the table compares the governor's converged
+throughput with the best of them (+ = the governor's higher).
+
+The plot: each CPU's steal (% of that CPU's time), the preferred count,
+and the throughput, against time, the phases marked.
+
+Exit status: 0 the run (or the file) gave its table, 1 the guest
+failed, 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+from . import lab, labcheck, plots, vm
+from .cli import ToolParser
+from .guest.settings import AbbenchError
+from .table import format_table
+
+PRESET = "overcommit8"
+# Per preset, the states the probe's phases wait for (governor_probe.py):
+# overcommit8 has one CPU per core, so the set can shrink to the 2 (busy)
+# and the 1 (confined) host cores behind it; numa2's cores have two
+# threads, the first core is never parked: 2 CPUs at least.
+TARGETS = {"overcommit8": "--busy-to 3 --confine-to 1 --restore-to 3 --others 5-7",
+           "numa2": "--busy-to 2 --confine-to 2 --restore-to 4 --others 6-7"}
+# The static sets `run` compares the governor with (preferred-CPU counts).
+STATIC = {"overcommit8": "8,4,3,2", "numa2": "8,4,2"}
+
+
+class GovernorError(Exception):
+    pass
+
+
+def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
+        preset: str = PRESET, append: list[str] | None = None,
+        static: bool = False) -> tuple[dict, vm.RunResult]:
+    """Boot and probe; the probe's result (governor_probe.py run), with
+    the preset's name added, and the run. The probe switches the governor
+    on (vm.py boots every guest with it off)."""
+    monitor = lab.StealMonitor({"confine": lab.ConfineQemu({0})})
+    cmd = f"python3 guest/governor_probe.py run --workdir /tmp {TARGETS[preset]}"
+    if static:
+        cmd += f" --static {STATIC[preset]}"
+    res = labcheck.lab_boot(kernel, qemu, preset, cmd, monitor=monitor, keep=keep,
+                            append=[f"steal_governor.interval_ms={interval_ms}",
+                                    *(append or [])])
+    result = labcheck.probes(res, 1)[0]
+    result["preset"] = preset
+    return result, res
+
+
+def samples(result: dict) -> list[dict]:
+    """The probe's samples as dicts: t (s), phase, preferred (count), cpu0
+    (CPU 0 preferred), steal (ticks per CPU so far), rounds (all loops)."""
+    keys = ("t", "phase", "preferred", "cpu0", "steal", "rounds")
+    return [dict(zip(keys, s)) for s in result["samples"]]
+
+
+def _rate(a: dict, b: dict, hz: int, ncpu: int) -> tuple[float, float]:
+    dt = b["t"] - a["t"]
+    if dt <= 0:
+        return 0.0, 0.0
+    steal = 100.0 * sum(y - x for x, y in zip(a["steal"], b["steal"])) / hz / dt / ncpu
+    return steal, (b["rounds"] - a["rounds"]) / dt
+
+
+def phases(result: dict) -> list[str]:
+    """The phases in the order the probe ran them."""
+    seen = []
+    for s in result["samples"]:
+        if s[1] not in seen:
+            seen.append(s[1])
+    return seen
+
+
+def summary(result: dict) -> list[dict]:
+    """One row per phase (see the module's docstring)."""
+    rows, got = [], samples(result)
+    hz, ncpu = result["user_hz"], result["online"]
+    starts = result.get("phase_start", {})
+    for phase in phases(result):
+        ph = [s for s in got if s["phase"] == phase]
+        reached = result["reached"].get(phase)
+        settled = [s for s in ph if reached is None or s["t"] >= reached] or ph
+        counts = [s["preferred"] for s in settled]
+        span = settled[-1]["t"] - settled[0]["t"]
+        changes = sum(a != b for a, b in zip(counts, counts[1:]))
+        steal, rounds = _rate(settled[0], settled[-1], hz, ncpu)
+        rows.append({"phase": phase,
+                     "reached": None if reached is None else reached - starts.get(phase, 0.0),
+                     "samples": len(settled),
+                     "pref_median": statistics.median(counts), "pref_min": min(counts),
+                     "pref_max": max(counts),
+                     "changes_per_s": changes / span if span > 0 else 0.0,
+                     "steal_pct": steal, "rounds_per_s": rounds})
+    return rows
+
+
+def against_static(result: dict) -> dict | None:
+    """The governor's throughput once converged (busy phase) against the
+    best static set's: {"best": phase, "pct": %} (+ = the governor's
+    higher), or None without static phases."""
+    rows = {r["phase"]: r for r in summary(result)}
+    static = [r for p, r in rows.items() if p.startswith("static")]
+    if not static or "busy" not in rows:
+        return None
+    best = max(static, key=lambda r: r["rounds_per_s"])
+    if best["rounds_per_s"] <= 0:
+        return None
+    return {"best": best["phase"],
+            "pct": 100.0 * (rows["busy"]["rounds_per_s"] / best["rounds_per_s"] - 1)}
+
+
+def format_summary(result: dict) -> str:
+    p = result["params"]
+    out = [f"steal governor on {result.get('preset', PRESET)}: interval_ms {p['interval_ms']}, "
+           f"high_threshold {p['high_threshold']}, low_threshold {p['low_threshold']}",
+           ""]
+    rows = [("phase", "reached", "pref", "changes/s", "steal%", "rounds/s")]
+    for r in summary(result):
+        rows.append((r["phase"], "-" if r["reached"] is None else f"{r['reached']:.1f}",
+                     f"{r['pref_median']:g} ({r['pref_min']}-{r['pref_max']})",
+                     f"{r['changes_per_s']:.1f}", f"{r['steal_pct']:.1f}",
+                     f"{r['rounds_per_s']:.0f}"))
+    out += format_table(rows)
+    vs = against_static(result)
+    if vs:
+        out += ["", f"governor (busy, converged) against the best static set ({vs['best']}): "
+                f"{vs['pct']:+.1f}% rounds/s (+ = the governor's higher)"]
+    o = result["others"]
+    out += ["", f"parked by hand: {o['written']}; still parked with the governor on: "
+            f"{o['parked_after'] or '(none)'}; once it was off: "
+            f"{o['parked_when_off'] or '(none)'}"]
+    return "\n".join(out) + "\n"
+
+
+def plot(result: dict, path: str) -> None:
+    """Steal per CPU, the preferred count and the throughput against time."""
+    plots.plot_format(path)
+    plt = plots.pyplot()
+    got = samples(result)
+    hz = result["user_hz"]
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, sharex=True, figsize=(9, 8))
+    mid = [(a["t"] + b["t"]) / 2 for a, b in zip(got, got[1:])]
+    # Steal over a window of ~0.5 s, per CPU: ticks are 1/HZ coarse.
+    w = max(1, int(round(0.5 / result["poll_s"])))
+    for i, cpu in enumerate(result["cpus"]):
+        xs, ys = [], []
+        for a, b in zip(got, got[w:]):
+            dt = b["t"] - a["t"]
+            if dt > 0:
+                xs.append((a["t"] + b["t"]) / 2)
+                ys.append(100.0 * (b["steal"][i] - a["steal"][i]) / hz / dt)
+        ax1.plot(xs, ys, lw=0.8, label=f"CPU {cpu}")
+    ax1.set_ylabel("steal, % of the CPU")
+    ax1.legend(ncol=4, fontsize=7)
+    ax2.step([s["t"] for s in got], [s["preferred"] for s in got], where="post")
+    ax2.set_ylabel("preferred CPUs")
+    ax2.set_ylim(0, result["online"] + 0.5)
+    rate = []
+    for a, b in zip(got, got[w:]):
+        dt = b["t"] - a["t"]
+        rate.append((b["rounds"] - a["rounds"]) / dt if dt > 0 else 0.0)
+    ax3.plot(mid[:len(rate)], rate, lw=0.8)
+    ax3.set_ylabel("loop rounds/s (all)")
+    ax3.set_xlabel("s since the governor was switched on")
+    for phase in phases(result)[1:]:
+        start = next((s["t"] for s in got if s["phase"] == phase), None)
+        if start is not None:
+            for ax in (ax1, ax2, ax3):
+                ax.axvline(start, color="grey", lw=0.5, ls="--")
+            ax1.text(start, ax1.get_ylim()[1], phase, fontsize=7, va="top")
+    p = result["params"]
+    fig.suptitle(f"steal governor, {result.get('preset', PRESET)} on 2 host cores (interval {p['interval_ms']} ms)")
+    plots.save(plt, fig, path)
+
+
+class _Parser(ToolParser):
+    tool = "schedsteal-governor"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="schedsteal-governor", description=__doc__.split("\n\n")[0],
+                epilog=__doc__.split("\n\n", 1)[1].split("Exit status")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run", help="boot and run the governor's phases")
+    r.add_argument("--kernel", required=True, help="bzImage to boot (the test config)")
+    r.add_argument("--qemu", default="lab", help="the lab QEMU (default: `make qemu`'s)")
+    r.add_argument("--preset", choices=sorted(TARGETS), default=PRESET,
+                   help="the guest's shape (default overcommit8)")
+    r.add_argument("--interval-ms", type=int, default=200,
+                   help="the governor's interval_ms (100-100000; default 200)")
+    r.add_argument("--no-static", action="store_true",
+                   help="skip the static sets the governor is compared with")
+    r.add_argument("--out", metavar="DIR", help="keep the boot's files and result.json here")
+    for q in (r, sub.add_parser("report", help="the table (and plot) of a saved result")):
+        if q is not r:
+            q.add_argument("result", help="result.json of a run")
+        q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        q.add_argument("--plot", metavar="FILE", help="write the plot (png, svg, pdf, jpg)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = make_parser().parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    err = f"{make_parser().prog}: error:"
+    try:
+        if args.plot:
+            plots.plot_format(args.plot)
+        if args.action == "report":
+            try:
+                with open(args.result) as f:
+                    result = json.load(f)
+                summary(result)
+            except OSError as e:
+                raise GovernorError(f"cannot read {args.result}: {e.strerror}") from None
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                raise GovernorError(f"{args.result}: not a governor result ({e})") from None
+        else:
+            if not 100 <= args.interval_ms <= 100000:
+                raise GovernorError(f"--interval-ms {args.interval_ms}: the governor "
+                                    "takes 100 to 100000")
+            if not os.path.isfile(args.kernel):
+                raise GovernorError(f"no kernel image at {args.kernel}")
+            try:
+                qemu, _ = vm.resolve_lab(args.qemu)
+            except vm.VMError as e:
+                raise GovernorError(str(e)) from None
+            out = args.out or tempfile.mkdtemp(prefix="schedsteal-governor.")
+            os.makedirs(out, exist_ok=True)
+            print(f"schedsteal-governor: booting {args.preset} on {qemu.binary} ...",
+                  file=sys.stderr, flush=True)
+            try:
+                result, _ = run(args.kernel, qemu.binary, args.interval_ms,
+                                keep=os.path.join(out, "boot"), preset=args.preset,
+                                static=not args.no_static)
+            except (labcheck.LabCheckError, vm.VMError, lab.LabError) as e:
+                print(f"schedsteal-governor: FAIL: {e}", file=sys.stderr)
+                return 1
+            with open(os.path.join(out, "result.json"), "w") as f:
+                json.dump(result, f)
+            print(f"schedsteal-governor: result in {out}/result.json", file=sys.stderr)
+        if args.plot:
+            plot(result, args.plot)
+    except (GovernorError, AbbenchError) as e:
+        print(f"{err} {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"params": result["params"], "reached": result["reached"],
+                          "summary": summary(result), "against_static": against_static(result),
+                          "others": result["others"],
+                          "off": result["off"]}))
+    else:
+        print(format_summary(result), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""The steal governor's probe (guest side): ``python3 guest/governor_probe.py``.
+Prints one JSON object for tests/vm/test_governor.py and
+``schedsteal-governor``.
+
+    governor_probe.py run [--busy-to 3] [--confine-to 1] [--restore-to 3]
+                          [--others 5-7] [--quiet-s 3] [--phase-s 30] [--hold-s 4]
+                          [--poll 0.05]
+        Switches the governor on (steal_governor.enabled=Y; the boot
+        chooses interval_ms) and samples /sys/devices/system/cpu/preferred
+        and each CPU's steal every --poll s through six phases:
+          quiet    the guest idle, for --quiet-s;
+          static   (--static K,...) the governor off, the loops started,
+                   the first K CPUs preferred (the rest parked by hand)
+                   for --hold-s each: the static sets to compare with;
+          busy     a busy loop per online CPU, every CPU allowed: until at
+                   most --busy-to CPUs are preferred, then --hold-s more;
+          confine  between the marks confine-start and confine-end (the
+                   host confines QEMU to one core, lab.ConfineQemu): until
+                   at most --confine-to are preferred, then --hold-s;
+          restore  after confine-end (the host gives the cores back):
+                   until --restore-to or more are preferred, then --hold-s;
+          idle     the loops stopped: until every CPU is preferred;
+          others   --others written to parked by hand, for --hold-s: the
+                   governor leaves CPUs it did not park alone.
+        A phase that never reaches its state ends after --phase-s and is
+        reported as not reached. Then the governor is switched off (the
+        hand-written set must stay), the files read back, and the set
+        cleared. Each loop counts its rounds (a counter file per loop,
+        read at each sample): the workload's throughput.
+"""
+import argparse
+import os
+import subprocess
+import time
+
+from ..cpulist import format_cpulist, parse_cpulist
+from . import kernel, print_result, stop_hogs
+
+GOVERNOR = "/sys/module/steal_governor/parameters"
+PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold")
+PHASES = ("quiet", "busy", "confine", "restore", "idle", "others")
+
+# A busy loop that counts its rounds in a file it rewrites every 2**16
+# rounds (position 0, no growth): a sample reads every loop's count.
+COUNTING_LOOP = ("import os, sys\n"
+                 "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+                 "print('running', flush=True)\n"
+                 "n = 0\n"
+                 "while True:\n"
+                 "    n += 1\n"
+                 "    if not n & 0xffff:\n"
+                 "        os.pwrite(fd, b'%020d' % n, 0)\n")
+
+
+def write_mark(name: str) -> None:
+    path = os.path.join(os.environ["SCHEDSTEAL_OUT"], f"mark-{name}")
+    with open(path, "w") as f:
+        f.write(f"{time.monotonic_ns()}\n")
+
+
+def params() -> dict:
+    return {p: kernel.read(f"{GOVERNOR}/{p}").strip() for p in PARAMS}
+
+
+def steal_ticks(cpus) -> list[int]:
+    """Each CPU's steal so far, /proc/stat's clock ticks."""
+    rows = {}
+    for line in kernel.read(kernel.STAT).splitlines():
+        f = line.split()
+        if f and f[0].startswith("cpu") and f[0] != "cpu":
+            rows[int(f[0][3:])] = int(f[8])
+    return [rows[c] for c in cpus]
+
+
+def loop_rounds(paths) -> int:
+    total = 0
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                total += int(f.read() or b"0")
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+class Sampler:
+    def __init__(self, cpus, poll):
+        self.cpus, self.poll = cpus, poll
+        self.t0 = time.monotonic()
+        self.samples, self.counters, self.starts = [], [], {}
+
+    def sample(self, phase: str) -> int:
+        pref = parse_cpulist(kernel.preferred())
+        self.samples.append([round(time.monotonic() - self.t0, 3), phase, len(pref),
+                             0 in pref, steal_ticks(self.cpus), loop_rounds(self.counters)])
+        return len(pref)
+
+    def phase(self, name, done, limit, hold):
+        """Sample until done(count), then `hold` s more; whether it was reached."""
+        end = time.monotonic() + limit
+        self.starts[name] = round(end - limit - self.t0, 3)
+        reached = None
+        while True:
+            n = self.sample(name)
+            now = time.monotonic()
+            if reached is None and done(n):
+                reached = now - self.t0
+                end = now + hold
+            if now >= end:
+                return reached
+            time.sleep(self.poll)
+
+
+def start_loops(cpus, outdir):
+    """One counting loop per CPU, every CPU allowed; returns once all run."""
+    allowed = ",".join(map(str, cpus))
+    procs, paths = [], []
+    for i in range(len(cpus)):
+        path = os.path.join(outdir, f"loop-{i}")
+        p = subprocess.Popen(["taskset", "-c", allowed, "python3", "-c", COUNTING_LOOP, path],
+                             stdout=subprocess.PIPE, text=True)
+        procs.append(p)
+        paths.append(path)
+    for p in procs:
+        if p.stdout.readline() != "running\n":
+            stop_hogs(procs)
+            raise RuntimeError("a counting loop did not start")
+        p.stdout.close()
+    return procs, paths
+
+
+def cmd_run(args) -> int:
+    cpus = kernel.online_cpus()
+    n = len(cpus)
+    s = Sampler(cpus, args.poll)
+    reached = {}
+    loops = []
+    enabled = f"{GOVERNOR}/enabled"
+    kernel.write(enabled, "Y")
+    try:
+        reached["quiet"] = s.phase("quiet", lambda c: False, args.quiet_s, 0)
+        # Off while the loops start (seconds, loading python over 9p), so
+        # that the busy phase sees the whole descent from every CPU.
+        kernel.write(enabled, "N")
+        loops, s.counters = start_loops(cpus, args.workdir)
+        static = {}
+        for k in args.static:
+            # Static sets for comparison: the first k CPUs preferred.
+            kernel.set_parked(format_cpulist(cpus[k:]))
+            s.phase(f"static{k}", lambda c: False, args.hold_s, 0)
+            static[str(k)] = kernel.preferred().strip()
+        kernel.set_parked("")
+        kernel.write(enabled, "Y")
+        reached["busy"] = s.phase("busy", lambda c: c <= args.busy_to, args.phase_s,
+                                  args.hold_s)
+        write_mark("confine-start")
+        reached["confine"] = s.phase("confine", lambda c: c <= args.confine_to,
+                                     args.phase_s, args.hold_s)
+        write_mark("confine-end")
+        reached["restore"] = s.phase("restore", lambda c: c >= args.restore_to,
+                                     args.phase_s, args.hold_s)
+        stop_hogs(loops)
+        loops = []
+        reached["idle"] = s.phase("idle", lambda c: c == n, args.phase_s, 0)
+        kernel.set_parked(args.others)
+        s.phase("others", lambda c: False, args.hold_s, 0)
+        others = {"written": args.others, "parked_after": kernel.parked()}
+        running = params()
+        kernel.write(enabled, "N")
+        others["parked_when_off"] = kernel.parked()
+        off = {"enabled": kernel.read(enabled).strip(), "preferred": kernel.preferred().strip()}
+        kernel.set_parked("")
+        off["preferred_cleared"] = kernel.preferred().strip()
+    finally:
+        stop_hogs(loops)
+        kernel.write(enabled, "N")
+        kernel.set_parked("")
+    return print_result({"online": n, "cpus": cpus, "params": running,
+                         "user_hz": os.sysconf("SC_CLK_TCK"), "poll_s": args.poll,
+                         "reached": reached, "samples": s.samples, "others": others,
+                         "static": static, "phase_start": s.starts,
+                         "off": off})
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="governor_probe.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--busy-to", type=int, default=3)
+    r.add_argument("--confine-to", type=int, default=1)
+    r.add_argument("--restore-to", type=int, default=3)
+    r.add_argument("--others", default="5-7")
+    r.add_argument("--static", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                   help="preferred-CPU counts to hold for --hold-s each, governor off, "
+                        "before the busy phase (e.g. 8,4,3,2)")
+    r.add_argument("--quiet-s", type=float, default=3)
+    r.add_argument("--phase-s", type=float, default=30)
+    r.add_argument("--hold-s", type=float, default=4)
+    r.add_argument("--poll", type=float, default=0.05)
+    r.add_argument("--workdir", default="/tmp")
+    args = p.parse_args(argv)
+    return {"run": cmd_run}[args.action](args)
