@@ -122,3 +122,13 @@ def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
     f.write_text(json.dumps(r))
     assert governor.main(["report", str(f)]) == 0
     assert "(static1): +300.0% rounds/s (+ = the governor's higher)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,msg", [(["--hackbench", "4"], "GROUPS,LOOPS"),
+                                      (["--hackbench", "0,5"], "GROUPS,LOOPS"),
+                                      (["--hold-s", "0"], "--hold-s")])
+def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
+    k = tmp_path / "bzImage"
+    k.write_text("")
+    assert governor.main(["run", "--kernel", str(k), *args]) == 2
+    assert msg in capsys.readouterr().err

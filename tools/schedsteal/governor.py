@@ -9,7 +9,8 @@ stopped, then CPUs parked by hand (which it must leave alone). It prints
 one row per phase; ``report`` reads a saved result.
 
     schedsteal-governor run --kernel bzImage [--qemu PATH] [--preset overcommit8|numa2]
-        [--interval-ms 200] [--out DIR] [--json] [--plot FILE.png]
+        [--interval-ms 200] [--hackbench GROUPS,LOOPS] [--hold-s S] [--no-static]
+        [--out DIR] [--json] [--plot FILE.png]
     schedsteal-governor report RESULT.json [--json] [--plot FILE.png]
 
 Columns (one row per phase, over the samples after the phase reached
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -62,7 +64,8 @@ class GovernorError(Exception):
 
 def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
         preset: str = PRESET, append: list[str] | None = None,
-        static: bool = False) -> tuple[dict, vm.RunResult]:
+        static: bool = False, hackbench: str | None = None,
+        hold_s: float | None = None) -> tuple[dict, vm.RunResult]:
     """Boot and probe; the probe's result (governor_probe.py run), with
     the preset's name added, and the run. The probe switches the governor
     on (vm.py boots every guest with it off)."""
@@ -70,6 +73,10 @@ def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
     cmd = f"python3 guest/governor_probe.py run --workdir /tmp {TARGETS[preset]}"
     if static:
         cmd += f" --static {STATIC[preset]}"
+    if hackbench:
+        cmd += f" --hackbench {hackbench}"
+    if hold_s:
+        cmd += f" --hold-s {hold_s:g}"
     res = labcheck.lab_boot(kernel, qemu, preset, cmd, monitor=monitor, keep=keep,
                             append=[f"steal_governor.interval_ms={interval_ms}",
                                     *(append or [])])
@@ -142,7 +149,8 @@ def against_static(result: dict) -> dict | None:
 
 def format_summary(result: dict) -> str:
     p = result["params"]
-    out = [f"steal governor on {result.get('preset', PRESET)}: interval_ms {p['interval_ms']}, "
+    out = [f"steal governor on {result.get('preset', PRESET)} "
+           f"({result.get('workload', 'loops')}): interval_ms {p['interval_ms']}, "
            f"high_threshold {p['high_threshold']}, low_threshold {p['low_threshold']}",
            ""]
     rows = [("phase", "reached", "pref", "changes/s", "steal%", "rounds/s")]
@@ -150,7 +158,7 @@ def format_summary(result: dict) -> str:
         rows.append((r["phase"], "-" if r["reached"] is None else f"{r['reached']:.1f}",
                      f"{r['pref_median']:g} ({r['pref_min']}-{r['pref_max']})",
                      f"{r['changes_per_s']:.1f}", f"{r['steal_pct']:.1f}",
-                     f"{r['rounds_per_s']:.0f}"))
+                     f"{r['rounds_per_s']:.3g}"))
     out += format_table(rows)
     vs = against_static(result)
     if vs:
@@ -186,12 +194,17 @@ def plot(result: dict, path: str) -> None:
     ax2.step([s["t"] for s in got], [s["preferred"] for s in got], where="post")
     ax2.set_ylabel("preferred CPUs")
     ax2.set_ylim(0, result["online"] + 0.5)
+    # A hackbench run lasts about a second: its rate over 5 s.
+    if result.get("workload") == "hackbench":
+        w = max(1, int(round(5.0 / result["poll_s"])))
+        mid = [(a["t"] + b["t"]) / 2 for a, b in zip(got, got[w:])]
     rate = []
     for a, b in zip(got, got[w:]):
         dt = b["t"] - a["t"]
         rate.append((b["rounds"] - a["rounds"]) / dt if dt > 0 else 0.0)
     ax3.plot(mid[:len(rate)], rate, lw=0.8)
-    ax3.set_ylabel("loop rounds/s (all)")
+    ax3.set_ylabel("hackbench runs/s" if result.get("workload") == "hackbench"
+                   else "loop rounds/s (all)")
     ax3.set_xlabel("s since the governor was switched on")
     for phase in phases(result)[1:]:
         start = next((s["t"] for s in got if s["phase"] == phase), None)
@@ -220,6 +233,11 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the guest's shape (default overcommit8)")
     r.add_argument("--interval-ms", type=int, default=200,
                    help="the governor's interval_ms (100-100000; default 200)")
+    r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
+                   help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
+                        "(rounds/s = finished runs per second) instead of a busy loop per CPU")
+    r.add_argument("--hold-s", type=float, help="seconds each phase holds its state "
+                   "(and each static set runs; default 4)")
     r.add_argument("--no-static", action="store_true",
                    help="skip the static sets the governor is compared with")
     r.add_argument("--out", metavar="DIR", help="keep the boot's files and result.json here")
@@ -253,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
             if not 100 <= args.interval_ms <= 100000:
                 raise GovernorError(f"--interval-ms {args.interval_ms}: the governor "
                                     "takes 100 to 100000")
+            if args.hackbench and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.hackbench):
+                raise GovernorError(f"--hackbench {args.hackbench}: expected GROUPS,LOOPS "
+                                    "(two positive integers)")
+            if args.hold_s is not None and not 0 < args.hold_s <= 600:
+                raise GovernorError(f"--hold-s {args.hold_s:g}: expected 0 < s <= 600")
             if not os.path.isfile(args.kernel):
                 raise GovernorError(f"no kernel image at {args.kernel}")
             try:
@@ -266,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result, _ = run(args.kernel, qemu.binary, args.interval_ms,
                                 keep=os.path.join(out, "boot"), preset=args.preset,
-                                static=not args.no_static)
+                                static=not args.no_static, hackbench=args.hackbench,
+                                hold_s=args.hold_s)
             except (labcheck.LabCheckError, vm.VMError, lab.LabError) as e:
                 print(f"schedsteal-governor: FAIL: {e}", file=sys.stderr)
                 return 1

@@ -12,7 +12,8 @@ Prints one JSON object for tests/vm/test_governor.py and
           static   (--static K,...) the governor off, the loops started,
                    the first K CPUs preferred (the rest parked by hand)
                    for --hold-s each: the static sets to compare with;
-          busy     a busy loop per online CPU, every CPU allowed: until at
+          busy     a busy loop per online CPU (or, --hackbench G,L, hackbench
+                   runs back to back), every CPU allowed: until at
                    most --busy-to CPUs are preferred, then --hold-s more;
           confine  between the marks confine-start and confine-end (the
                    host confines QEMU to one core, lab.ConfineQemu): until
@@ -30,11 +31,12 @@ Prints one JSON object for tests/vm/test_governor.py and
 """
 import argparse
 import os
+import signal
 import subprocess
 import time
 
 from ..cpulist import format_cpulist, parse_cpulist
-from . import kernel, print_result, stop_hogs
+from . import kernel, print_result, stop_hogs, until
 
 GOVERNOR = "/sys/module/steal_governor/parameters"
 PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold")
@@ -73,14 +75,24 @@ def steal_ticks(cpus) -> list[int]:
 
 
 def loop_rounds(paths) -> int:
+    """The loops' rounds so far: a counting loop's file holds its count;
+    the hackbench loop's gains one byte per finished run."""
     total = 0
     for p in paths:
         try:
+            if p.endswith(".runs"):
+                total += os.path.getsize(p)
+                continue
             with open(p, "rb") as f:
                 total += int(f.read() or b"0")
         except (OSError, ValueError):
             pass
     return total
+
+
+# hackbench process/pipe runs back to back; one byte per finished run.
+HACKBENCH_LOOP = ("echo running; while :; do "
+                  "hackbench -P -p -g {groups} -l {loops} >/dev/null 2>&1 && printf x >>{path}; done")
 
 
 class Sampler:
@@ -111,6 +123,30 @@ class Sampler:
             time.sleep(self.poll)
 
 
+def start_hackbench(cpus, outdir, groups: int, loops: int):
+    """hackbench runs back to back, every CPU allowed; returns once the
+    loop runs."""
+    path = os.path.join(outdir, "hackbench.runs")
+    open(path, "w").close()
+    cmd = HACKBENCH_LOOP.format(groups=groups, loops=loops, path=path)
+    p = subprocess.Popen(["taskset", "-c", ",".join(map(str, cpus)), "sh", "-c", cmd],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    if p.stdout.readline() != "running\n":
+        stop_group(p)
+        raise RuntimeError("the hackbench loop did not start")
+    p.stdout.close()
+    return [p], [path]
+
+
+def stop_group(p) -> None:
+    """Kill a loop and everything it started (its own session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
 def start_loops(cpus, outdir):
     """One counting loop per CPU, every CPU allowed; returns once all run."""
     allowed = ",".join(map(str, cpus))
@@ -129,6 +165,14 @@ def start_loops(cpus, outdir):
     return procs, paths
 
 
+def stop_loops(loops, args) -> None:
+    if args.hackbench:
+        for p in loops:
+            stop_group(p)
+    else:
+        stop_hogs(loops)
+
+
 def cmd_run(args) -> int:
     cpus = kernel.online_cpus()
     n = len(cpus)
@@ -142,8 +186,15 @@ def cmd_run(args) -> int:
         # Off while the loops start (seconds, loading python over 9p), so
         # that the busy phase sees the whole descent from every CPU.
         kernel.write(enabled, "N")
-        loops, s.counters = start_loops(cpus, args.workdir)
+        if args.hackbench:
+            loops, s.counters = start_hackbench(cpus, args.workdir, *args.hackbench)
+        else:
+            loops, s.counters = start_loops(cpus, args.workdir)
         static = {}
+        # The first hackbench run loads its 160 processes over 9p: wait
+        # for it (bounded) so that no static set pays for it.
+        if args.hackbench:
+            until(lambda: loop_rounds(s.counters) >= 1, tries=6000)
         for k in args.static:
             # Static sets for comparison: the first k CPUs preferred.
             kernel.set_parked(format_cpulist(cpus[k:]))
@@ -159,7 +210,7 @@ def cmd_run(args) -> int:
         write_mark("confine-end")
         reached["restore"] = s.phase("restore", lambda c: c >= args.restore_to,
                                      args.phase_s, args.hold_s)
-        stop_hogs(loops)
+        stop_loops(loops, args)
         loops = []
         reached["idle"] = s.phase("idle", lambda c: c == n, args.phase_s, 0)
         kernel.set_parked(args.others)
@@ -172,13 +223,14 @@ def cmd_run(args) -> int:
         kernel.set_parked("")
         off["preferred_cleared"] = kernel.preferred().strip()
     finally:
-        stop_hogs(loops)
+        stop_loops(loops, args)
         kernel.write(enabled, "N")
         kernel.set_parked("")
     return print_result({"online": n, "cpus": cpus, "params": running,
                          "user_hz": os.sysconf("SC_CLK_TCK"), "poll_s": args.poll,
                          "reached": reached, "samples": s.samples, "others": others,
                          "static": static, "phase_start": s.starts,
+                         "workload": "hackbench" if args.hackbench else "loops",
                          "off": off})
 
 
@@ -193,6 +245,10 @@ def main(argv=None) -> int:
     r.add_argument("--static", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
                    help="preferred-CPU counts to hold for --hold-s each, governor off, "
                         "before the busy phase (e.g. 8,4,3,2)")
+    r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
+                   type=lambda v: tuple(int(x) for x in v.split(",")),
+                   help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
+                        "instead of a busy loop per CPU; rounds are finished runs")
     r.add_argument("--quiet-s", type=float, default=3)
     r.add_argument("--phase-s", type=float, default=30)
     r.add_argument("--hold-s", type=float, default=4)
