@@ -96,6 +96,9 @@ HACKBENCH_LOOP = ("echo running; while :; do "
 
 
 class Sampler:
+    """Samples of the preferred count, CPU 0's state, each CPU's steal and
+    the load's rounds, each tagged with its phase; t in s since creation."""
+
     def __init__(self, cpus, poll):
         self.cpus, self.poll = cpus, poll
         self.t0 = time.monotonic()
@@ -108,7 +111,8 @@ class Sampler:
         return len(pref)
 
     def phase(self, name, done, limit, hold):
-        """Sample until done(count), then `hold` s more; whether it was reached."""
+        """Sample until done(count), then `hold` s more, at most `limit` s
+        before that; when done() first held (s since creation), or None."""
         end = time.monotonic() + limit
         self.starts[name] = round(end - limit - self.t0, 3)
         reached = None
