@@ -198,10 +198,7 @@ def plot(result: dict, path: str) -> None:
     if result.get("workload") == "hackbench":
         w = max(1, int(round(5.0 / result["poll_s"])))
         mid = [(a["t"] + b["t"]) / 2 for a, b in zip(got, got[w:])]
-    rate = []
-    for a, b in zip(got, got[w:]):
-        dt = b["t"] - a["t"]
-        rate.append((b["rounds"] - a["rounds"]) / dt if dt > 0 else 0.0)
+    rate = [_rate(a, b, hz, result["online"])[1] for a, b in zip(got, got[w:])]
     ax3.plot(mid[:len(rate)], rate, lw=0.8)
     ax3.set_ylabel("hackbench runs/s" if result.get("workload") == "hackbench"
                    else "loop rounds/s (all)")
@@ -227,8 +224,7 @@ def make_parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True)
     r = sub.add_parser("run", help="boot and run the governor's phases")
-    r.add_argument("--kernel", required=True, help="bzImage to boot (the test config)")
-    r.add_argument("--qemu", default="lab", help="the lab QEMU (default: `make qemu`'s)")
+    labcheck.add_lab_args(r)
     r.add_argument("--preset", choices=sorted(TARGETS), default=PRESET,
                    help="the guest's shape (default overcommit8)")
     r.add_argument("--interval-ms", type=int, default=200,
@@ -276,11 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                                     "(two positive integers)")
             if args.hold_s is not None and not 0 < args.hold_s <= 600:
                 raise GovernorError(f"--hold-s {args.hold_s:g}: expected 0 < s <= 600")
-            if not os.path.isfile(args.kernel):
-                raise GovernorError(f"no kernel image at {args.kernel}")
             try:
-                qemu, _ = vm.resolve_lab(args.qemu)
-            except vm.VMError as e:
+                qemu = labcheck.resolve(args.kernel, args.qemu)
+            except labcheck.LabCheckError as e:
                 raise GovernorError(str(e)) from None
             out = args.out or tempfile.mkdtemp(prefix="schedsteal-governor.")
             os.makedirs(out, exist_ok=True)

@@ -220,6 +220,23 @@ def format_results(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def add_lab_args(parser: argparse.ArgumentParser) -> None:
+    """--kernel and --qemu, as every command that boots the lab takes them."""
+    parser.add_argument("--kernel", required=True, help="bzImage to boot (the test config)")
+    parser.add_argument("--qemu", default="lab", help="the lab QEMU (default: `make qemu`'s)")
+
+
+def resolve(kernel: str, qemu: str) -> lab.Lab:
+    """The lab QEMU that --qemu names, once --kernel is known to exist;
+    LabCheckError (one line) otherwise."""
+    if not Path(kernel).is_file():
+        raise LabCheckError(f"no kernel image at {kernel}")
+    try:
+        return vm.resolve_lab(qemu)[0]
+    except vm.VMError as e:
+        raise LabCheckError(str(e)) from None
+
+
 class _Parser(ToolParser):
     tool = "schedsteal-lab"
 
@@ -230,8 +247,7 @@ def make_parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", required=True)
     v = sub.add_parser("validate", help="run the lab's checks and print their tables")
-    v.add_argument("--kernel", required=True, help="bzImage to boot (the test config)")
-    v.add_argument("--qemu", default="lab", help="the lab QEMU (default: `make qemu`'s)")
+    add_lab_args(v)
     v.add_argument("--check", action="append", choices=CHECKS,
                    help="run only this check (repeatable; default: all)")
     v.add_argument("--out", metavar="DIR", help="keep the boots' files and results.json here")
@@ -244,12 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         args = make_parser().parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
-    if not Path(args.kernel).is_file():
-        print(f"schedsteal-lab: error: no kernel image at {args.kernel}", file=sys.stderr)
-        return 2
     try:
-        qemu, _ = vm.resolve_lab(args.qemu)
-    except vm.VMError as e:
+        qemu = resolve(args.kernel, args.qemu)
+    except LabCheckError as e:
         print(f"schedsteal-lab: error: {e}", file=sys.stderr)
         return 2
     workdir = args.out or tempfile.mkdtemp(prefix="schedsteal-lab.")

@@ -35,8 +35,10 @@ import signal
 import subprocess
 import time
 
+from .. import schedstat
 from ..cpulist import format_cpulist, parse_cpulist
 from . import kernel, print_result, stop_hogs, until
+from .lab_probe import write_mark
 
 GOVERNOR = "/sys/module/steal_governor/parameters"
 PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold")
@@ -54,24 +56,14 @@ COUNTING_LOOP = ("import os, sys\n"
                  "        os.pwrite(fd, b'%020d' % n, 0)\n")
 
 
-def write_mark(name: str) -> None:
-    path = os.path.join(os.environ["SCHEDSTEAL_OUT"], f"mark-{name}")
-    with open(path, "w") as f:
-        f.write(f"{time.monotonic_ns()}\n")
-
-
 def params() -> dict:
     return {p: kernel.read(f"{GOVERNOR}/{p}").strip() for p in PARAMS}
 
 
 def steal_ticks(cpus) -> list[int]:
     """Each CPU's steal so far, /proc/stat's clock ticks."""
-    rows = {}
-    for line in kernel.read(kernel.STAT).splitlines():
-        f = line.split()
-        if f and f[0].startswith("cpu") and f[0] != "cpu":
-            rows[int(f[0][3:])] = int(f[8])
-    return [rows[c] for c in cpus]
+    stat = schedstat.parse_proc_stat(kernel.read(kernel.STAT))
+    return [stat[f"cpu{c}"]["steal"] for c in cpus]
 
 
 def loop_rounds(paths) -> int:
@@ -113,8 +105,9 @@ class Sampler:
     def phase(self, name, done, limit, hold):
         """Sample until done(count), then `hold` s more, at most `limit` s
         before that; when done() first held (s since creation), or None."""
-        end = time.monotonic() + limit
-        self.starts[name] = round(end - limit - self.t0, 3)
+        start = time.monotonic()
+        self.starts[name] = round(start - self.t0, 3)
+        end = start + limit
         reached = None
         while True:
             n = self.sample(name)
