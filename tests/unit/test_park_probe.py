@@ -133,3 +133,55 @@ def test_dl_total_bw_reads_the_cpus_dl_rq_block(monkeypatch):
     assert probe.dl_total_bw() == 1677696
     assert probe.dl_total_bw(1) == 5
     assert probe.dl_total_bw(2) is None
+
+
+SOFTIRQS = """\
+                    CPU0       CPU1       CPU2       CPU3
+          HI:          0          0          0          0
+       TIMER:        100        200        300         40
+      NET_RX:          1          0          0          0
+         RCU:         50         60         70          8
+"""
+
+
+def schedstat_text(rq_cpu_time):
+    lines = ["version 15", "timestamp 1"]
+    for cpu, t in enumerate(rq_cpu_time):
+        lines.append(f"cpu{cpu} 0 0 {100 * cpu} 0 0 0 {t} 0 0")
+    return "\n".join(lines) + "\n"
+
+
+def test_proc_table_rows_and_columns():
+    rows, cols = probe.proc_table(INTERRUPTS)
+    assert cols == [0, 1, 2, 3]
+    assert rows["LOC"] == [5000, 4000, 3000, 17] and rows["1"] == [9, 0, 0, 0]
+    assert probe.irq_names(INTERRUPTS) == {"1": "IO-APIC 1-edge i8042"}
+    srows, _ = probe.proc_table(SOFTIRQS)
+    assert srows["RCU"] == [50, 60, 70, 8]
+
+
+def test_proc_table_offline_cpu_has_no_column():
+    """An offline CPU's column is left out of both files; rows of fewer
+    numbers (ERR:, MIS:) count for no CPU."""
+    text = "           CPU0       CPU2\nLOC:  5  7  Local timer\nERR:  3\n"
+    rows, cols = probe.proc_table(text)
+    assert cols == [0, 2] and rows == {"LOC": [5, 7]}
+
+
+def test_quiet_counts_sums_only_the_cpus_asked():
+    after_irq = INTERRUPTS.replace("5000       4000       3000         17",
+                                   "5100       4000       3050         20").replace(
+        "  1:          9          0          0          0",
+        "  1:          9          0          4          1")
+    after_soft = SOFTIRQS.replace("RCU:         50         60         70          8",
+                                  "RCU:         50         60         75          9")
+    before = {"interrupts": INTERRUPTS, "softirqs": SOFTIRQS,
+              "schedstat": schedstat_text([0, 0, 1_000_000, 0])}
+    after = {"interrupts": after_irq, "softirqs": after_soft,
+             "schedstat": schedstat_text([9, 9, 3_500_000, 1_000_000])}
+    out = probe.quiet_counts(before, after, [2, 3])
+    assert out["interrupts"] == {"1": 5, "LOC": 53}
+    assert out["device_irqs"] == 5 and out["total_irqs"] == 58
+    assert out["irqs_per_cpu"] == {2: 54, 3: 4}
+    assert out["softirqs"] == {"RCU": 6}
+    assert out["task_ms"] == 3.5 and out["sched_count"] == 0

@@ -84,6 +84,13 @@ host-side tests (tests/vm/test_park.py) assert on.
         refuses it) and change nothing; one that leaves enough is taken.
         Then, with the CPUs parked, one more task of the same size is
         admitted only if the unparked CPUs can take it.
+    park_probe.py quiet --cpus 2-7 [--seconds 10] [--hogs 2]
+        How quiet CPUs are that should not be used: under the same load
+        (hogs and file reads over the 9p root, which interrupt), count what
+        lands on them (/proc/interrupts by row, /proc/softirqs, schedule()
+        calls and task run time from /proc/schedstat) with them preferred,
+        parked, parked with the interrupt agent's pass (irq_preferred), and
+        offline.
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -1088,6 +1095,123 @@ def cmd_notify(args):
     return print_result(result)
 
 
+# --- parked CPUs go quiet ----------------------------------------------------
+
+def proc_table(text):
+    """/proc/interrupts or /proc/softirqs -> ({row: [count per CPU column]},
+    the CPU numbers of the columns). A row's trailing text (chip, name) is
+    dropped; rows with fewer numbers (ERR, MIS) count for no CPU."""
+    lines = text.splitlines()
+    cols = [int(c[3:]) for c in lines[0].split()]
+    rows = {}
+    for line in lines[1:]:
+        name, _, rest = line.partition(":")
+        vals = []
+        for tok in rest.split()[:len(cols)]:
+            if not tok.isdigit():
+                break
+            vals.append(int(tok))
+        if len(vals) == len(cols):
+            rows[name.strip()] = vals
+    return rows, cols
+
+
+def irq_names(text):
+    """{numbered row: its device name} from /proc/interrupts."""
+    names = {}
+    ncols = len(text.splitlines()[0].split())
+    for line in text.splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        if name.strip().isdigit():
+            names[name.strip()] = " ".join(rest.split()[ncols:])
+    return names
+
+
+def quiet_counts(before, after, cpus):
+    """What landed on `cpus` between two snapshots of (interrupts,
+    softirqs, schedstat text): device interrupts by row, the named rows
+    (LOC, RES, CAL, ...), softirqs, schedule() calls and task run time."""
+    out = {}
+    for key in ("interrupts", "softirqs"):
+        (b, cols), (a, _) = proc_table(before[key]), proc_table(after[key])
+        idx = [cols.index(c) for c in cpus if c in cols]
+        delta = {row: sum(a[row][i] - b[row][i] for i in idx) for row in a if row in b}
+        out[key] = {k: v for k, v in delta.items() if v}
+        if key == "interrupts":
+            out["irqs_per_cpu"] = {cols[i]: sum(a[row][i] - b[row][i] for row in a if row in b)
+                                   for i in idx}
+    irqs = out["interrupts"]
+    out["device_irqs"] = sum(v for k, v in irqs.items() if k.isdigit())
+    out["total_irqs"] = sum(irqs.values())
+    sb, sa = (schedstat.parse_schedstat(x) for x in (before["schedstat"], after["schedstat"]))
+    out["sched_count"] = sum(sa.cpus[c].fields["sched_count"] - sb.cpus[c].fields["sched_count"]
+                             for c in cpus if c in sa.cpus and c in sb.cpus)
+    out["task_ms"] = round(sum(sa.cpus[c].fields["rq_cpu_time"] - sb.cpus[c].fields["rq_cpu_time"]
+                               for c in cpus if c in sa.cpus and c in sb.cpus) / 1e6, 1)
+    return out
+
+
+def quiet_snapshot():
+    return {"interrupts": kernel.read("/proc/interrupts"),
+            "softirqs": kernel.read("/proc/softirqs"),
+            "schedstat": kernel.read_schedstat()}
+
+
+READER = ["python3", "-c", """
+import os, sys, time
+files = []
+for root, dirs, names in os.walk(os.path.dirname(os.__file__)):
+    files += [os.path.join(root, n) for n in names if n.endswith('.py')]
+print('running', flush=True)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    for f in files[:400]:
+        with open(f, 'rb') as fh:
+            fh.read()
+    with open('/proc/sys/vm/drop_caches', 'w') as fh:
+        fh.write('3')
+"""]
+
+
+def quiet_phase(seconds, hogs):
+    """The load: `hogs` busy loops and a reader of the 9p root (file
+    reads, each pass's page cache dropped: every pass goes to the host),
+    for `seconds`; the counters around it."""
+    loops = [start_running([]) for _ in range(hogs)]
+    try:
+        reader = subprocess.Popen([*READER, str(seconds)], stdout=subprocess.PIPE, text=True)
+        if reader.stdout.readline() != "running\n":
+            raise RuntimeError("the file reader did not start")
+        before = quiet_snapshot()
+        reader.wait()
+        after = quiet_snapshot()
+    finally:
+        stop_hogs(loops)
+    return before, after
+
+
+def cmd_quiet(args):
+    from . import irq_preferred
+    kernel.enable_schedstats()
+    cpus = parse_cpulist(args.cpus)
+    result = {"cpus": args.cpus, "seconds": args.seconds, "hogs": args.hogs,
+              "irq_names": irq_names(kernel.read("/proc/interrupts"))}
+    agent = irq_preferred.Agent()
+    for phase in args.phases.split(","):
+        kernel.cpu_mode("offline" if phase == "offline" else
+                        "park" if phase in ("parked", "agent") else "all", args.cpus)
+        row = {"preferred": kernel.preferred()}
+        if phase == "agent":
+            row["agent"] = agent.apply()
+        b, a = quiet_phase(args.seconds, args.hogs)
+        row.update(quiet_counts(b, a, cpus))
+        if phase == "agent":
+            row["agent_back"] = (kernel.set_parked(""), agent.apply())[1]
+        result[phase] = row
+    kernel.cpu_mode("all")
+    return print_result(result)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="park_probe.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -1152,8 +1276,13 @@ def main(argv=None):
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
     h.add_argument("--repeat", type=int, default=3)
+    q = sub.add_parser("quiet")
+    q.add_argument("--cpus", default="2-7")
+    q.add_argument("--seconds", type=float, default=10)
+    q.add_argument("--hogs", type=int, default=2)
+    q.add_argument("--phases", default="preferred,parked,agent,offline")
     args = p.parse_args(argv)
-    return {"evacuate": cmd_evacuate, "badinput": cmd_badinput,
+    return {"quiet": cmd_quiet, "evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
             "localpull": cmd_localpull, "dlbw": cmd_dlbw,
