@@ -15,9 +15,12 @@ write fails with EIO) are listed as refused and left alone.
 
 Without --once it keeps running and polls the file every --interval
 seconds (sysfs sends no change notification for it): when CPUs come back,
-an interrupt it narrowed gets back the affinity it had before, if that is
-still allowed. It changes nothing else; stopping it leaves the affinities
-as they are.
+an interrupt it narrowed (and the default) gets back the affinity it had
+before, once all of that is preferred again (an affinity that named a
+CPU now offline stays narrowed). An affinity someone else changes after
+the agent narrowed it is theirs: the agent narrows that one next and
+restores it later. It changes nothing else; stopping it leaves the
+affinities as they are.
 
 Output: one line on stderr per pass that changed something; with --json,
 one JSON object per such pass on stdout (--once: exactly one). Exit 0, 1
@@ -35,6 +38,7 @@ import time
 
 from ..cli import ToolParser
 from ..cpulist import format_cpulist, parse_cpulist
+from ..schedstat import cpumask_to_list
 from . import kernel
 
 PREFERRED = "/sys/devices/system/cpu/preferred"
@@ -57,13 +61,14 @@ def cpumask_hex(cpus) -> str:
 
 
 class Agent:
-    """One pass per ``apply()``. `saved` remembers the affinity each
-    interrupt had before this agent narrowed it, to give it back."""
+    """One pass per ``apply()``. `saved` remembers, for each interrupt this
+    agent narrowed ("default" for default_smp_affinity), the affinity it
+    had before and the one the agent wrote: {key: (original, written)}."""
 
     def __init__(self, preferred: str = PREFERRED, irq_dir: str = IRQ_DIR):
         self.preferred_path = preferred
         self.irq_dir = irq_dir
-        self.saved: dict[str, str] = {}
+        self.saved: dict[str, tuple[frozenset, frozenset]] = {}
 
     def preferred(self) -> set[int]:
         cpus = set(parse_cpulist(kernel.read(self.preferred_path).strip()))
@@ -71,45 +76,63 @@ class Agent:
             raise ValueError(f"{self.preferred_path} is empty")
         return cpus
 
-    def apply(self) -> dict:
-        """Move what may move; report {preferred, moved: {irq: [old, new]},
-        restored, refused: {irq: errno name}}."""
-        pref = self.preferred()
-        out = {"preferred": format_cpulist(sorted(pref)), "moved": {},
-               "restored": {}, "refused": {}}
+    def _targets(self):
+        """(key, path, read, format) of every interrupt, then the default."""
+        def read_list(path):
+            return frozenset(parse_cpulist(kernel.read(path).strip()))
+
+        def read_mask(path):
+            return frozenset(cpumask_to_list(kernel.read(path).strip()))
+
         for irq_path in sorted(glob.glob(os.path.join(self.irq_dir, "[0-9]*")),
                                key=lambda p: int(os.path.basename(p))):
-            irq = os.path.basename(irq_path)
-            path = os.path.join(irq_path, "smp_affinity_list")
+            yield (os.path.basename(irq_path), os.path.join(irq_path, "smp_affinity_list"),
+                   read_list, lambda cpus: format_cpulist(sorted(cpus)))
+        default = os.path.join(self.irq_dir, "default_smp_affinity")
+        if os.path.exists(default):
+            yield "default", default, read_mask, cpumask_hex
+
+    def apply(self) -> dict:
+        """Move what may move; report {preferred, moved: {irq: [old, new]},
+        restored, refused: {irq: errno name}} (cpulists)."""
+        pref = frozenset(self.preferred())
+        out = {"preferred": format_cpulist(sorted(pref)), "moved": {},
+               "restored": {}, "refused": {}}
+        seen = set()
+        for key, path, read, fmt in self._targets():
             try:
-                cur = set(parse_cpulist(kernel.read(path).strip()))
+                cur = read(path)
             except (OSError, ValueError):
+                self.saved.pop(key, None)
                 continue        # gone meanwhile, or nothing to read
-            orig = self.saved.get(irq)
-            base = set(parse_cpulist(orig)) if orig is not None else cur
+            seen.add(key)
+            orig, written = self.saved.get(key, (None, None))
+            if orig is not None and cur != written:
+                # Someone else set it since (an operator; the kernel when a
+                # CPU went offline): theirs is the affinity to keep.
+                del self.saved[key]
+                orig = None
+            base = orig if orig is not None else cur
             target = (base & pref) or pref
             back = orig is not None and target == base
             if target == cur:
                 if back:
-                    del self.saved[irq]     # it is as it was before us
+                    del self.saved[key]     # it is as it was before us
                 continue
             try:
-                kernel.write(path, format_cpulist(sorted(target)) + "\n")
+                kernel.write(path, fmt(target) + "\n")
             except OSError as exc:
-                out["refused"][irq] = errno.errorcode.get(exc.errno, str(exc.errno))
+                out["refused"][key] = errno.errorcode.get(exc.errno, str(exc.errno))
                 continue
             if back:
-                del self.saved[irq]
-            elif orig is None:
-                self.saved[irq] = format_cpulist(sorted(cur))
-            out["restored" if back else "moved"][irq] = [format_cpulist(sorted(cur)),
+                del self.saved[key]
+            else:
+                self.saved[key] = (base, target)
+            out["restored" if back else "moved"][key] = [format_cpulist(sorted(cur)),
                                                          format_cpulist(sorted(target))]
-        default = os.path.join(self.irq_dir, "default_smp_affinity")
-        if os.path.exists(default):
-            try:
-                kernel.write(default, cpumask_hex(pref) + "\n")
-            except OSError as exc:
-                out["refused"]["default"] = errno.errorcode.get(exc.errno, str(exc.errno))
+        # An interrupt that went away may come back with its number reused.
+        for key in set(self.saved) - seen:
+            del self.saved[key]
         return out
 
 
