@@ -9,6 +9,8 @@ $SCHEDSTEAL_QEMU_LAB names a binary built elsewhere).
 The steal checks need a host that runs nothing else (CI runs tests one
 at a time): on a busy host the quiet window is not quiet.
 """
+import subprocess
+
 import pytest
 
 from schedsteal import labcheck
@@ -87,3 +89,24 @@ def test_parallel_clock_repeats_hackbench(parallel_clock):
     assert hb["lab"]["clock"] == "parallel"
     assert len(hb["values"]) == 8
     assert hb["cv_pct"] <= 100 * CLOCK_TOLERANCE, hb["values"]
+
+
+@pytest.mark.parametrize("icount,message", [
+    # Without a shift, icount is off and parallel=on was silently dropped.
+    ("parallel=on", "parallel=on needs a fixed shift"),
+    ("quantum=4000", "quantum needs parallel=on"),
+    # The quantum is decimal nanoseconds: 0x10 was read as 16.
+    ("shift=0,parallel=on,quantum=0x10", "invalid quantum"),
+    ("shift=0,parallel=on,quantum=0", "invalid quantum"),
+    ("shift=0,parallel=on,quantum=-18446744073709551615", "invalid quantum"),
+    ("shift=auto,parallel=on", "parallel=on needs a fixed shift"),
+])
+def test_lab_qemu_refuses_bad_parallel_clock_options(lab_qemu, icount, message):
+    """Bad -icount options for the parallel clock: QEMU exits at once with
+    a message naming the problem (before the fix the first and third
+    started a machine that ran without the clock asked for, or with
+    another quantum)."""
+    proc = subprocess.run([lab_qemu, "-machine", "none", "-nodefaults", "-display", "none",
+                           "-accel", "tcg", "-icount", icount],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and message in proc.stderr, (proc.returncode, proc.stderr)
