@@ -47,7 +47,8 @@ def test_upstreams_knobs_take_the_command_lines_values_and_refuse_bad_ones(overc
     got, res = overcommit8
     assert "`10000' invalid for parameter `steal_governor.high_threshold'" in res.dmesg
     assert got["params"] == {"enabled": "Y", "interval_ms": "200",
-                             "high_threshold": "500", "low_threshold": "200"}
+                             "high_threshold": "500", "low_threshold": "200",
+                             "unpark_backoff": "4"}
 
 
 def test_an_idle_guest_keeps_every_cpu_preferred(overcommit8):

@@ -151,7 +151,8 @@ def format_summary(result: dict) -> str:
     p = result["params"]
     out = [f"steal governor on {result.get('preset', PRESET)} "
            f"({result.get('workload', 'loops')}): interval_ms {p['interval_ms']}, "
-           f"high_threshold {p['high_threshold']}, low_threshold {p['low_threshold']}",
+           f"high_threshold {p['high_threshold']}, low_threshold {p['low_threshold']}"
+           + (f", unpark_backoff {p['unpark_backoff']}" if "unpark_backoff" in p else ""),
            ""]
     rows = [("phase", "reached", "pref", "changes/s", "steal%", "rounds/s")]
     for r in summary(result):
@@ -229,6 +230,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the guest's shape (default overcommit8)")
     r.add_argument("--interval-ms", type=int, default=200,
                    help="the governor's interval_ms (100-100000; default 200)")
+    r.add_argument("--unpark-backoff", type=int, metavar="N",
+                   help="the governor's unpark_backoff (0-10; default: the kernel's, 4; "
+                        "0 is upstream's policy)")
     r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "(rounds/s = finished runs per second) instead of a busy loop per CPU")
@@ -270,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.hackbench and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.hackbench):
                 raise GovernorError(f"--hackbench {args.hackbench}: expected GROUPS,LOOPS "
                                     "(two positive integers)")
+            if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 10:
+                raise GovernorError(f"--unpark-backoff {args.unpark_backoff}: the governor "
+                                    "takes 0 to 10")
             if args.hold_s is not None and not 0 < args.hold_s <= 600:
                 raise GovernorError(f"--hold-s {args.hold_s:g}: expected 0 < s <= 600")
             try:
@@ -284,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                 result, _ = run(args.kernel, qemu.binary, args.interval_ms,
                                 keep=os.path.join(out, "boot"), preset=args.preset,
                                 static=not args.no_static, hackbench=args.hackbench,
-                                hold_s=args.hold_s)
+                                hold_s=args.hold_s,
+                                append=None if args.unpark_backoff is None else
+                                [f"steal_governor.unpark_backoff={args.unpark_backoff}"])
             except (labcheck.LabCheckError, vm.VMError, lab.LabError) as e:
                 print(f"schedsteal-governor: FAIL: {e}", file=sys.stderr)
                 return 1

@@ -41,7 +41,7 @@ from . import kernel, print_result, stop_hogs, until
 from .lab_probe import write_mark
 
 GOVERNOR = "/sys/module/steal_governor/parameters"
-PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold")
+PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold", "unpark_backoff")
 PHASES = ("quiet", "busy", "confine", "restore", "idle", "others")
 
 # A busy loop that counts its rounds in a file it rewrites every 2**16
@@ -57,7 +57,10 @@ COUNTING_LOOP = ("import os, sys\n"
 
 
 def params() -> dict:
-    return {p: kernel.read(f"{GOVERNOR}/{p}").strip() for p in PARAMS}
+    """The governor's parameters; one a kernel does not have (unpark_backoff
+    before 0041) is left out."""
+    return {p: kernel.read(f"{GOVERNOR}/{p}").strip() for p in PARAMS
+            if os.path.exists(f"{GOVERNOR}/{p}")}
 
 
 def steal_ticks(cpus) -> list[int]:
