@@ -13,7 +13,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
 
-.PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed compare-kernels stock-kernel deb deb-config test-deb test test-unit \
+.PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed bench-guests compare-kernels stock-kernel deb deb-config test-deb test test-unit \
 	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
 	@echo "make bench-seed      the design's tables under the parallel clock: llc20, numa40, llc2x4 (docs/results.md)"
+	@echo "make bench-guests    the parking design's experiment: guest pairs, request/response, all vs static vs governor"
 	@echo "make compare-kernels [PRESET=...] [PAIR=test|debian]   kernel A vs kernel B, alternating boots"
 	@echo "make deb [FLAVOUR=cloud-amd64]   Debian packages of the series with Debian's config (hours)"
 	@echo "make test-deb [FLAVOUR=...]   boot the packaged kernel (not installed) and run the smoke checks"
@@ -81,6 +82,9 @@ bench-park: setup
 
 bench-seed: setup
 	@scripts/bench-seed.sh
+
+bench-guests: setup
+	@scripts/bench-guests.sh
 
 stock-kernel: setup
 	@scripts/stock-kernel.sh $(CONFIG)
