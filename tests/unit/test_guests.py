@@ -197,3 +197,12 @@ def test_plot_writes_a_png(tmp_path):
     out = tmp_path / "g.png"
     assert guests.main(["report", str(FIXTURE), "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_governor_is_compared_with_the_static_set(capsys):
+    got = guests.governor_vs_static(json.loads(FIXTURE.read_text()))
+    assert [s for s, _, _ in got] == [0, 1]
+    assert got[0][1] == pytest.approx(100 * (723.4 / 641.1 - 1))
+    assert got[0][2] is None            # one run a cell: no p
+    assert guests.main(["report", str(FIXTURE)]) == 0
+    assert "governor against static, stress 0: +12.8% tps" in capsys.readouterr().out

@@ -355,6 +355,20 @@ def summary(result: dict) -> list[dict]:
     return rows
 
 
+def governor_vs_static(result: dict) -> list[tuple]:
+    """(stress, %chg of the governor's tps against the static set's, p)
+    for each stress count that ran both: the issue's goal, within 5%."""
+    table = cells(result)
+    out = []
+    for (s, mode), c in table.items():
+        st = table.get((s, "static"))
+        if mode == "governor" and st:
+            out.append((s, stats.pct_improvement(stats.amean(st["tps"]),
+                                                 stats.amean(c["tps"]), True),
+                        stats.welch_ttest(c["tps"], st["tps"]).p))
+    return out
+
+
 def _f(v, fmt):
     return "-" if v is None else format(v, fmt)
 
@@ -374,6 +388,9 @@ def format_summary(result: dict) -> str:
     lines = [head, "", *format_table(rows, left=(1,)), "",
              "tps: transactions/s of all pairs; bogo/s: stress-ng bogo-ops per guest and "
              "second; %chg against mode all, + = higher (better); p: Welch's t-test over runs"]
+    for s, chg, p_ in governor_vs_static(result):
+        lines.append(f"governor against static, stress {s}: {chg:+.1f}% tps "
+                     f"(p {_f(p_, '.3f')}; + = the governor's higher)")
     if result.get("errors"):
         lines.append("errors: " + "; ".join(f"{k}: {v}" for k, v in result["errors"].items()))
     lines.append("left behind: " + (", ".join(result["leaks"]) if result["leaks"] else "nothing"))
@@ -478,8 +495,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{err} {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"summary": summary(result), "errors": result["errors"],
-                          "leaks": result["leaks"]}))
+        print(json.dumps({"summary": summary(result),
+                          "governor_vs_static": [
+                              {"stress": s, "tps_chg": c, "p": p_}
+                              for s, c, p_ in governor_vs_static(result)],
+                          "errors": result["errors"], "leaks": result["leaks"]}))
     else:
         print(format_summary(result))
     return 0
