@@ -206,3 +206,16 @@ def test_governor_is_compared_with_the_static_set(capsys):
     assert got[0][2] is None            # one run a cell: no p
     assert guests.main(["report", str(FIXTURE)]) == 0
     assert "governor against static, stress 0: +12.8% tps" in capsys.readouterr().out
+
+
+def test_control_connection_waits_longer_than_its_connect(monkeypatch):
+    """A 2-pair run failed: the connect's 5 s timeout stayed on the socket
+    and a mode switch on a loaded host took longer."""
+    calls = []
+
+    class Sock:
+        def settimeout(self, t):
+            calls.append(t)
+    monkeypatch.setattr(probe.socket, "create_connection", lambda addr, timeout: Sock())
+    probe.connect_peer("10.9.0.2")
+    assert calls == [probe.RPC_TIMEOUT_S] and probe.RPC_TIMEOUT_S >= 60

@@ -51,6 +51,8 @@ MODES = ("all", "static", "governor")
 # Bounded waits for the peer, in 0.2 s polls: a peer guest that boots
 # late is still booting; one that never answers ends the run.
 PEER_TRIES = 1500
+# An answer on the control connection, at most.
+RPC_TIMEOUT_S = 600
 
 
 class ProbeError(Exception):
@@ -211,9 +213,15 @@ def cmd_server(args) -> int:
 def connect_peer(peer: str) -> socket.socket:
     for _ in range(PEER_TRIES):
         try:
-            return socket.create_connection((peer, CTL_PORT), timeout=5)
+            sock = socket.create_connection((peer, CTL_PORT), timeout=5)
         except OSError:
             time.sleep(0.2)     # the peer is still booting: poll, bounded
+            continue
+        # The connect's 5 s would also bound every answer; a loaded host
+        # (4 guests on 2 cores) takes longer to switch a mode or to reap
+        # stress-ng. The harness's boot timeout bounds the whole run.
+        sock.settimeout(RPC_TIMEOUT_S)
+        return sock
     raise ProbeError(f"the server {peer} never answered on port {CTL_PORT}")
 
 
