@@ -58,6 +58,7 @@ def test_guest_commands():
     cmd = plan.guest_cmd(c, "/x/rr")
     assert "client --addr 10.9.0.1/24" in cmd and "--peer 10.9.0.2 --workers 16" in cmd
     assert "--runs 4 --stress 0,2 --modes all,static,governor" in cmd
+    assert cmd.endswith('--barrier "$SCHEDSTEAL_OUT"')
     # 2 variants x 4 runs x 3 modes, each settle + seconds + slack, plus the boots.
     assert plan.timeout() == 24 * 45 + 900
 
@@ -219,3 +220,32 @@ def test_control_connection_waits_longer_than_its_connect(monkeypatch):
     monkeypatch.setattr(probe.socket, "create_connection", lambda addr, timeout: Sock())
     probe.connect_peer("10.9.0.2")
     assert calls == [probe.RPC_TIMEOUT_S] and probe.RPC_TIMEOUT_S >= 60
+
+
+def test_barrier_releases_a_cell_when_every_client_is_ready(tmp_path):
+    fleet = guests.Fleet()
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    bar = guests.Barrier(fleet, ["client0", "client1"])
+    assert not bar.step()                       # no guest has booted yet
+    fleet.outdirs.update(client0=str(a), client1=str(b))
+    (a / "ready").write_text("0\n")
+    assert not bar.step() and not (a / "go").exists()   # client1 not ready
+    (b / "ready").write_text("0\n")
+    assert bar.step() and (a / "go").read_text() == (b / "go").read_text() == "0\n"
+    assert not bar.step()                       # cell 1: nobody ready yet
+    (a / "ready").write_text("1\n")
+    (b / "ready").write_text("1\n")
+    assert bar.step() and bar.released == 1 and (b / "go").read_text() == "1\n"
+
+
+def test_probe_barrier_waits_for_the_hosts_go(tmp_path):
+    (tmp_path / "go").write_text("0\n")
+    t = threading.Timer(0.3, lambda: (tmp_path / "go").write_text("1\n"))
+    t.start()
+    probe.barrier(str(tmp_path), 1)
+    t.join()
+    assert (tmp_path / "ready").read_text() == "1\n"
+    with pytest.raises(probe.ProbeError, match="no go for cell 2"):
+        probe.barrier(str(tmp_path), 2, tries=2)

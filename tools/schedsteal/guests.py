@@ -23,7 +23,9 @@ The network: each pair's two QEMUs exchange Ethernet frames as UDP
 datagrams on the host's loopback address (QEMU's dgram netdev), and
 nothing else: no tap device, bridge or namespace is made, and nothing
 outside the pair can be reached. The guests set their addresses
-(10.9.PAIR.1 drives, .2 serves) themselves. Every guest is killed when
+(10.9.PAIR.1 drives, .2 serves) themselves. Before each cell every
+driver waits until all are ready (a file in the directory each shares
+with the host), so the pairs' cells run together. Every guest is killed when
 one of them fails, and after the run the harness checks that none of
 their processes is left (`leaks` in the result).
 
@@ -171,7 +173,7 @@ class Plan:
         if g.role == "client":
             cmd += (f" --peer {g.peer} --workers {self.workers} --seconds {self.seconds:g}"
                     f" --settle-s {self.settle_s:g} --runs {self.runs} --stress {self.stress}"
-                    f" --modes {self.modes}")
+                    f" --modes {self.modes} --barrier \"$SCHEDSTEAL_OUT\"")
         return cmd
 
 
@@ -196,6 +198,52 @@ def session_alive(session: int) -> bool:
     return True
 
 
+class Barrier:
+    """Every pair's cell k starts together: each client writes "k" to
+    `ready` in the directory it shares with the host before cell k and
+    waits for "k" in `go`; this thread writes `go` to every client once
+    all of them are ready (guests_probe.barrier). Without it two pairs'
+    cells drift apart and one pair's mode overlaps another's."""
+
+    def __init__(self, fleet, clients: list[str]):
+        self.fleet, self.clients = fleet, clients
+        self.done = threading.Event()
+        self.released = -1
+        self.thread = threading.Thread(target=self.run, name="guests-barrier", daemon=True)
+
+    @staticmethod
+    def _read(path: str) -> int | None:
+        try:
+            with open(path) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def step(self) -> bool:
+        """Release the next cell if every client is ready for it."""
+        with self.fleet.lock:
+            dirs = [self.fleet.outdirs.get(n) for n in self.clients]
+        if any(d is None for d in dirs):
+            return False
+        k = self.released + 1
+        ready = [self._read(os.path.join(d, "ready")) for d in dirs]
+        if not all(r is not None and r >= k for r in ready):
+            return False
+        for d in dirs:
+            try:
+                with open(os.path.join(d, "go.tmp"), "w") as f:
+                    f.write(f"{k}\n")
+                os.rename(os.path.join(d, "go.tmp"), os.path.join(d, "go"))
+            except OSError:
+                pass        # that guest is gone: the fleet stops anyway
+        self.released = k
+        return True
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            self.step()
+
+
 class Fleet:
     """The guests of one run, booted in threads of their own. When one
     fails, `abort` is set and every other guest's monitor kills its
@@ -204,6 +252,7 @@ class Fleet:
     def __init__(self):
         self.abort = threading.Event()
         self.sessions: dict[str, int] = {}
+        self.outdirs: dict[str, str] = {}
         self.results: dict[str, object] = {}
         self.errors: dict[str, str] = {}
         self.lock = threading.Lock()
@@ -212,6 +261,7 @@ class Fleet:
         def watch(session, outdir, stop):
             with self.lock:
                 self.sessions[name] = session
+                self.outdirs[name] = outdir
             while not stop.wait(0.2):           # the guest's own end, or ...
                 if self.abort.is_set():         # ... another guest's failure
                     try:
@@ -288,9 +338,13 @@ def run(kernel: str, qemu: str, plan: Plan, keep: str | None = None,
         if progress:
             progress(f"booting {g.name} ({g.role}, {g.addr}, {plan.vcpus} vCPUs)")
         threads.append(fleet.boot(g.name, boot))
+    barrier = Barrier(fleet, [g.name for g in specs if g.role == "client"])
+    barrier.thread.start()
     for t in threads:
         t.join()
-    out = {"plan": vars(plan), "lab": labrec.record(),
+    barrier.done.set()
+    barrier.thread.join()
+    out = {"plan": vars(plan), "lab": labrec.record(), "cells_released": barrier.released + 1,
            "guests": {}, "errors": fleet.errors, "leaks": fleet.leaks(), "pairs": []}
     for g in specs:
         res = fleet.results.get(g.name)

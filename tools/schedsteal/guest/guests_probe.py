@@ -15,7 +15,7 @@ network of their own. Each prints one JSON object.
     guests_probe.py client --addr 10.9.0.1/24 --peer 10.9.0.2 --rr BIN
                            [--workers 8] [--seconds 20] [--settle-s 5]
                            [--runs 3] [--modes all,static,governor]
-                           [--stress 0,2] [--static 0]
+                           [--stress 0,2] [--static 0] [--barrier DIR]
         The experiment: for each stress-ng count (0: rr alone), for each
         run, each mode in turn (the order reversed every other run: A B C,
         C B A, ...): both guests switch to the mode, start --stress
@@ -225,6 +225,25 @@ def connect_peer(peer: str) -> socket.socket:
     raise ProbeError(f"the server {peer} never answered on port {CTL_PORT}")
 
 
+def barrier(outdir: str, k: int, tries: int = RPC_TIMEOUT_S * 10) -> None:
+    """Cell k starts in every pair at once: say "ready k" in the directory
+    the host shares with this guest and wait (bounded) until the host,
+    once every client is ready, writes "go k" there (guests.Barrier)."""
+    tmp = os.path.join(outdir, "ready.tmp")
+    with open(tmp, "w") as f:
+        f.write(f"{k}\n")
+    os.rename(tmp, os.path.join(outdir, "ready"))
+    for _ in range(tries):
+        try:
+            with open(os.path.join(outdir, "go")) as f:
+                if int(f.read().strip() or -1) >= k:
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)         # the host's poll is 0.1 s too: bounded
+    raise ProbeError(f"no go for cell {k} from the host")
+
+
 RR_RE = re.compile(r"transactions (\d+) seconds ([\d.]+) workers (\d+) tps ([\d.]+)")
 
 
@@ -267,7 +286,9 @@ def cmd_client(args) -> int:
     rows = []
     sock = connect_peer(args.peer)
     with sock, sock.makefile("rw") as f:
-        for s, r, mode in schedule(modes, args.runs, stress):
+        for k, (s, r, mode) in enumerate(schedule(modes, args.runs, stress)):
+            if args.barrier:
+                barrier(args.barrier, k)
             server_pref = rpc(f, {"op": "mode", "mode": mode})["preferred"]
             client_pref = set_mode(mode, args.static)
             total = args.settle_s + args.seconds
@@ -308,6 +329,9 @@ def main(argv=None) -> int:
     c.add_argument("--runs", type=int, default=3)
     c.add_argument("--modes", default=",".join(MODES))
     c.add_argument("--stress", default="0,2")
+    c.add_argument("--barrier", metavar="DIR", default="",
+                   help="wait before each cell until the host says go in DIR "
+                        "(the directory it shares with this guest; pairs in step)")
     args = p.parse_args(argv)
     try:
         return (cmd_server if args.role == "server" else cmd_client)(args)
