@@ -127,7 +127,7 @@ def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
 @pytest.mark.parametrize("args,msg", [(["--hackbench", "4"], "GROUPS,LOOPS"),
                                       (["--hackbench", "0,5"], "GROUPS,LOOPS"),
                                       (["--hold-s", "0"], "--hold-s"),
-                                      (["--unpark-backoff", "11"], "0 to 10")])
+                                      (["--unpark-backoff", "9"], "0 to 8")])
 def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
     k = tmp_path / "bzImage"
     k.write_text("")

@@ -231,7 +231,7 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--interval-ms", type=int, default=200,
                    help="the governor's interval_ms (100-100000; default 200)")
     r.add_argument("--unpark-backoff", type=int, metavar="N",
-                   help="the governor's unpark_backoff (0-10; default: the kernel's, 4; "
+                   help="the governor's unpark_backoff (0-8; default: the kernel's, 4; "
                         "0 is upstream's policy)")
     r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
@@ -274,9 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.hackbench and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.hackbench):
                 raise GovernorError(f"--hackbench {args.hackbench}: expected GROUPS,LOOPS "
                                     "(two positive integers)")
-            if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 10:
+            if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 8:
                 raise GovernorError(f"--unpark-backoff {args.unpark_backoff}: the governor "
-                                    "takes 0 to 10")
+                                    "takes 0 to 8")
             if args.hold_s is not None and not 0 < args.hold_s <= 600:
                 raise GovernorError(f"--hold-s {args.hold_s:g}: expected 0 < s <= 600")
             try:
