@@ -866,14 +866,9 @@ def root_util(cpu):
 def cpu_irqs(cpu):
     """The CPU's column of /proc/interrupts for the local timer and the
     IPIs that wake an idle CPU."""
-    rows = {}
-    lines = kernel.read("/proc/interrupts").splitlines()
-    col = lines[0].split().index(f"CPU{cpu}") + 1
-    for line in lines[1:]:
-        f = line.split()
-        if f and f[0].rstrip(":") in ("LOC", "RES", "CAL"):
-            rows[f[0].rstrip(":")] = int(f[col])
-    return rows
+    rows, cols = proc_table(kernel.read("/proc/interrupts"))
+    col = cols.index(cpu)
+    return {row: rows[row][col] for row in ("LOC", "RES", "CAL") if row in rows}
 
 
 def blocked_decay(cpu, others, parked, seconds):
