@@ -55,7 +55,7 @@ from pathlib import Path
 
 from . import labcheck, lab, plots, stats, vm
 from .guest.settings import AbbenchError
-from .cli import ToolParser
+from .cli import ToolParser, read_json
 from .guest.guests_probe import MODES, schedule
 from .table import format_table
 
@@ -116,6 +116,13 @@ def pair_specs(pairs: int, ports: list[int]) -> list[GuestSpec]:
     return out
 
 
+def _int_list(text: str, flag: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise GuestsError(f"{flag} {text!r}: a comma list of {what}") from None
+
+
 @dataclass
 class Plan:
     """What one run does (the guests' options; checked by check())."""
@@ -135,10 +142,7 @@ class Plan:
             raise GuestsError(f"--pairs {self.pairs}: 1 to 8")
         if not 1 <= self.vcpus <= 16:
             raise GuestsError(f"--vcpus {self.vcpus}: 1 to 16")
-        try:
-            static = [int(c) for c in self.static.split(",")]
-        except ValueError:
-            raise GuestsError(f"--static {self.static!r}: a comma list of CPU numbers") from None
+        static = _int_list(self.static, "--static", "CPU numbers")
         if not static or not all(0 <= c < self.vcpus for c in static):
             raise GuestsError(f"--static {self.static}: CPUs of the guest (0-{self.vcpus - 1})")
         if not 1 <= self.workers <= 512:
@@ -147,10 +151,7 @@ class Plan:
             raise GuestsError("--seconds must be within (0, 3600], --settle-s within [0, 600]")
         if not 1 <= self.runs <= 100:
             raise GuestsError(f"--runs {self.runs}: 1 to 100")
-        try:
-            counts = [int(s) for s in self.stress.split(",")]
-        except ValueError:
-            raise GuestsError(f"--stress {self.stress!r}: a comma list of worker counts") from None
+        counts = _int_list(self.stress, "--stress", "worker counts")
         if not all(0 <= s <= 64 for s in counts):
             raise GuestsError(f"--stress {self.stress}: 0 to 64 workers")
         bad = [m for m in self.modes.split(",") if m not in MODES]
@@ -512,12 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.plot:
             plots.plot_format(args.plot)
         if args.action == "report":
+            result = read_json(args.result, GuestsError)
             try:
-                with open(args.result) as f:
-                    result = json.load(f)
                 summary(result)
-            except OSError as e:
-                raise GuestsError(f"cannot read {args.result}: {e.strerror}") from None
             except (ValueError, KeyError, TypeError) as e:
                 raise GuestsError(f"{args.result}: not a schedsteal-guests result ({e})") from None
         else:

@@ -142,7 +142,6 @@ class Cell:
         self.yaml = os.path.join(workdir, "stress.yaml")
         self.proc = None
         self.stat = None
-        self.samples: list[int] = []
 
     def start(self, stress: int, seconds: float):
         self.proc = start_stress(stress, seconds, self.yaml)
