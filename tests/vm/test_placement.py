@@ -114,9 +114,11 @@ def test_parked_cpu_stays_out_of_the_idle_set(smt4_placement):
 def numa2_allowance(test_kernel):
     """numa2 (nodes 0-3 and 4-7, one LLC each: imb_numa_nr is 2): a
     ping-pong pair, two busy loops, then four, each started on node 0 and
-    then allowed everywhere, sampled for 3 s."""
+    then allowed everywhere, sampled for 3 s. The two-task cases get up to
+    3 trials (see below); four tasks get one."""
     res = boot(test_kernel, "numa2",
-               "for t in pair 2 4; do python3 guest/placement_probe.py numa --tasks $t || exit 1; done")
+               "for t in pair 2; do python3 guest/placement_probe.py numa --tasks $t --trials 3"
+               " || exit 1; done; python3 guest/placement_probe.py numa --tasks 4")
     return dict(zip(("pair", "2", "4"), json_results(res, 3)))
 
 
@@ -128,15 +130,21 @@ def test_numa_allowance_keeps_two_tasks_on_their_node(numa2_allowance, tasks):
 
     The allowance is a difference of 2 running tasks (NUMA_IMBALANCE_MIN):
     a third task that runs on node 0 for a moment (a kworker) while node
-    1 balances lets one task go, and it stays. That was seen once in about
-    a dozen runs, late (62 of 600 samples). Without the allowance one task
-    moves within a few samples (3 loops: 297 of 900), so this bound fails
-    such a kernel and tolerates the late move."""
+    1 balances lets one task go, and it stays. That was seen in about one
+    run in a dozen, late (62 of 600 samples) and once early (CI, 486 of
+    600). So a trial that loses a task is run again with fresh tasks, up
+    to 3 trials, and one must keep both home: fewer than a quarter of the
+    samples on node 1, never both there. Without the allowance every
+    trial loses a task within a few samples (3 loops: 297 of 900), so
+    this still fails such a kernel."""
     got = numa2_allowance[tasks]
-    assert got["started_home"]
-    assert got["samples"] == 2 * 300
-    assert got["on_other"] < got["samples"] // 4, got
-    assert got["most_on_other"] <= 1, got
+    assert 1 <= len(got["trials"]) <= 3, got
+    for trial in got["trials"]:
+        assert trial["started_home"], trial
+        assert trial["samples"] == 2 * 300, trial
+    kept = got["trials"][-1]
+    assert kept["on_other"] < kept["samples"] // 4, got
+    assert kept["most_on_other"] <= 1, got
 
 
 def test_numa_allowance_spreads_more_tasks(numa2_allowance):

@@ -10,11 +10,14 @@ tests/vm/test_placement.py.
         recent_used_hit must count it. With --park, --recent is parked
         before the wakeup: the task must wake elsewhere, counted as
         recent_used_miss.
-    placement_probe.py numa --tasks pair|N [--rounds 300]
+    placement_probe.py numa --tasks pair|N [--rounds 300] [--trials 1]
         The NUMA imbalance allowance (v5.12, seed 003; imb_numa_nr today).
         Start a ping-pong pair (pipes) or N busy loops on node 0, widen
         them to every CPU, then sample where they run: report how many
-        samples found a task on another node.
+        samples found a task on another node. kept_home: fewer than a
+        quarter of the samples on another node and never two tasks there
+        at once. With --trials N, fresh tasks are started again, up to N
+        trials, until one keeps home; every trial is reported.
     placement_probe.py idle-set [--idle 3] [--waker 0] [--prev 1] [--rounds 5] [--park]
         SIS_SPARSE, the LLC's set of idle CPUs for wakeups (issue 10).
         Every CPU of --idle's LLC but --idle runs a pinned busy loop. Each
@@ -171,14 +174,10 @@ PAIR = ("import os\n"
         "    os.read(b_r, 1)\n")
 
 
-def cmd_numa(args):
-    nodes = kernel.topology()["numa_nodes"]
-    if len(nodes) < 2:
-        raise kernel.KernelError(None, f"needs two NUMA nodes, the guest has {nodes}")
-    home, other = set(nodes[0]), set(c for n in nodes[1:] for c in n)
+def numa_trial(args, home, other) -> dict:
+    """One trial: start the tasks on node 0, widen them to every CPU,
+    sample where they run."""
     everything = home | other
-    # The sampler sleeps between samples, on the last CPU of another node.
-    os.sched_setaffinity(0, {max(other)})
     procs, pids = [], []
     home_list = format_cpulist(sorted(home))
     try:
@@ -212,11 +211,30 @@ def cmd_numa(args):
                 os.kill(pids[1], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    return {"started_home": started_home, "samples": samples,
+            "on_other": on_other, "most_on_other": most_on_other,
+            "first_on_other_round": first_on_other,
+            "final_cpus": list(final.values()),
+            "kept_home": on_other < samples // 4 and most_on_other <= 1}
+
+
+def cmd_numa(args):
+    nodes = kernel.topology()["numa_nodes"]
+    if len(nodes) < 2:
+        raise kernel.KernelError(None, f"needs two NUMA nodes, the guest has {nodes}")
+    if args.trials < 1:
+        raise kernel.KernelError(None, f"--trials must be at least 1, not {args.trials}")
+    home, other = set(nodes[0]), set(c for n in nodes[1:] for c in n)
+    # The sampler sleeps between samples, on the last CPU of another node.
+    os.sched_setaffinity(0, {max(other)})
+    trials = []
+    for _ in range(args.trials):
+        trials.append(numa_trial(args, home, other))
+        if trials[-1]["kept_home"]:
+            break
+    # The last trial's figures at the top, every trial's under "trials".
     return print_result({"tasks": args.tasks, "home": sorted(home), "other": sorted(other),
-                         "started_home": started_home, "samples": samples,
-                         "on_other": on_other, "most_on_other": most_on_other,
-                         "first_on_other_round": first_on_other,
-                         "final_cpus": list(final.values())})
+                         **trials[-1], "trials": trials})
 
 
 def idle_set_round(args, llc):
@@ -298,6 +316,9 @@ def main(argv=None):
     n = sub.add_parser("numa")
     n.add_argument("--tasks", default="pair", help="'pair' or a number of busy loops")
     n.add_argument("--rounds", type=int, default=300)
+    n.add_argument("--trials", type=int, default=1,
+                   help="run again with fresh tasks, up to this many times, until one "
+                        "trial keeps the tasks home (kept_home)")
     i = sub.add_parser("idle-set")
     i.add_argument("--idle", type=int, default=3)
     i.add_argument("--waker", type=int, default=0)
