@@ -185,3 +185,22 @@ def test_quiet_counts_sums_only_the_cpus_asked():
     assert out["irqs_per_cpu"] == {2: 54, 3: 4}
     assert out["softirqs"] == {"RCU": 6}
     assert out["task_ms"] == 3.5 and out["sched_count"] == 0
+
+
+def test_stopper_runs_times_each_run_of_that_cpus_stopper():
+    text = "\n".join([
+        sw(7, 1.000, "python3", "migration/7"),
+        sw(6, 1.001, "python3", "migration/6"),     # another CPU's stopper
+        sw(7, 1.004, "migration/7", "python3"),
+        sw(6, 1.009, "migration/6", "python3"),
+        sw(7, 2.000, "python3", "migration/7"),
+        sw(7, 2.010, "migration/7", "swapper/7"),
+        sw(7, 3.000, "python3", "migration/7"),     # still running at the end
+    ])
+    runs = probe.stopper_runs(probe.parse_events(text), 7)
+    assert [round(r, 6) for r in runs] == [0.004, 0.010]
+
+
+def test_stopper_runs_ignore_a_run_whose_start_was_not_traced():
+    text = sw(7, 1.0, "migration/7", "python3")
+    assert probe.stopper_runs(probe.parse_events(text), 7) == []

@@ -16,9 +16,12 @@ host-side tests (tests/vm/test_park.py) assert on.
         the set before and after. Then race writers against each other.
         Also: the read-only preferred view, and offlines that fail and
         roll back (the parked set must be as it was).
-    park_probe.py pinned --cpu 6 --park 4-7
+    park_probe.py pinned --cpu 6 --park 4-7 [--mover 7]
         A hog allowed on one CPU only, which then gets parked: report its
-        progress, its affinity and the park_pinned count.
+        progress, its affinity and the park_pinned count. Beside it a
+        second hog starts on --mover (also to be parked) and is allowed
+        everywhere just before the park: report where it ends and both
+        hogs' nr_migrations_cpu_non_preferred (/proc/PID/sched).
     park_probe.py pingpong --park 5 --cpus 0,5 [--hogs 4] [--seconds 5]
         Hogs allowed on an unparked and a parked CPU: once they have left
         the parked CPU, sample where they run and count the parked CPU's
@@ -91,6 +94,27 @@ host-side tests (tests/vm/test_park.py) assert on.
         calls and task run time from /proc/schedstat) with them preferred,
         parked, parked with the interrupt agent's pass (irq_preferred), and
         offline.
+    park_probe.py landing [--cpu 0 --park 1-3 --widen 1-7 --probe-cpu 7 --rounds 20]
+                          [--fallback-cpu 5 --fallback-park 1-3 --fallback-allowed 1,5,6]
+        Two core paths that pick a CPU without the scheduling classes.
+        An affinity change that excludes the task's CPU sends it to a CPU
+        of the new set (__set_cpus_allowed_ptr_locked()): a hog on --cpu
+        is allowed on --widen, where most CPUs are parked, and sent back,
+        --rounds times; report its CPU right after each change. Hotplug
+        sends the tasks of a CPU going offline to select_fallback_rq(): a
+        hog on --fallback-cpu, allowed on --fallback-allowed whose first
+        CPU is parked, sees its CPU go offline (--fallback-rounds times,
+        back online in between); report where it went each time.
+        Each phase reports the hog's nr_migrations_cpu_non_preferred: a
+        landing on a parked CPU that the push corrected later counts there.
+    park_probe.py pushscan --cpu 7 [--stuck 200 --movable 200]
+        The push's walk over a parked CPU's CFS tasks: --stuck spinning
+        processes that may run on --cpu only and --movable ones that may
+        run anywhere, all runnable on --cpu, then --cpu parked. Report
+        where they are after the push (the movable ones must all have
+        left, the stuck ones stay) and, from a trace of CPU switches, how
+        long the CPU's stopper ran in all and at most at once (the push:
+        a benchmark figure, not an assertion).
     park_probe.py hotplug --cpus 2-7 [--repeat R]
         For comparison with parking: how long taking the same CPUs offline
         and bringing them back takes, under the same CPU hog.
@@ -392,19 +416,38 @@ def utime(pid):
     return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[11])
 
 
+# Upstream's per-task count of moves off a non-preferred CPU.
+NON_PREFERRED = "nr_migrations_cpu_non_preferred"
+
+
 def cmd_pinned(args):
     kernel.enable_schedstats()
     # The shell is pinned before it forks the hog: pinned from birth.
     hog = subprocess.Popen(["taskset", "-c", str(args.cpu), "sh", "-c",
                             "exec sh -c 'while :; do :; done'"])
+    mover = None
     result = {}
     try:
         # Poll until taskset has pinned it (bounded: taskset fails or not).
         until(lambda: re.search(rf"Cpus_allowed_list:\s*{args.cpu}\n",
                                 kernel.read(f"/proc/{hog.pid}/status")), tries=1000)
+        mover, = start_hogs(str(args.mover), 1)
+        until(lambda: kernel.task_cpu(mover.pid) == args.mover, tries=1000)
+        result["mover_before"] = {"cpu": kernel.task_cpu(mover.pid),
+                                  "moves": task_sched(mover.pid, NON_PREFERRED)}
+        os.sched_setaffinity(mover.pid, os.sched_getaffinity(0))
         s0 = kernel.read_schedstat()
         err, _ = park(args.park)
         result["park_errno"] = err
+        # Bounded: a kernel that never pushes it fails here, and the test
+        # reads where it stayed.
+        until(lambda: kernel.task_cpu(mover.pid) not in parse_cpulist(args.park),
+              tries=1000)
+        # The CPU changes before the move is counted (same locked section;
+        # a vCPU the host stalls can stretch it): wait for the count too.
+        until(lambda: (task_sched(mover.pid, NON_PREFERRED) or 0) >= 1, tries=200)
+        result["mover_after"] = {"cpu": kernel.task_cpu(mover.pid),
+                                 "moves": task_sched(mover.pid, NON_PREFERRED)}
         u0 = utime(hog.pid)
         result["status"] = hackbench(args.loops)
         u1 = utime(hog.pid)
@@ -416,9 +459,9 @@ def cmd_pinned(args):
                                        kernel.read(f"/proc/{hog.pid}/status"))[1]
         result["cpu"] = kernel.task_cpu(hog.pid)
         result["pid"] = hog.pid
+        result["pinned_moves"] = task_sched(hog.pid, NON_PREFERRED)
     finally:
-        hog.kill()
-        hog.wait()
+        stop_hogs([hog] + ([mover] if mover else []))
         park("")
     result["schedstat"] = schedstat_delta(s0, s1)
     log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
@@ -965,6 +1008,154 @@ def cmd_numa(args):
     return print_result(result)
 
 
+def cmd_landing(args):
+    kernel.enable_schedstats()
+    result = {}
+    hogs = []
+    try:
+        # Affinity changes.
+        hog, = start_hogs(str(args.cpu), 1)
+        hogs.append(hog)
+        err, _ = park(args.park)
+        result["park_errno"] = err
+        widen, back = set(parse_cpulist(args.widen)), {args.cpu}
+        # The affinity change picks cpumask_any_and_distribute(), which
+        # goes on from the last CPU it gave on the calling CPU: calling
+        # from one CPU, the move back to --cpu makes the next pick the
+        # first CPU of --widen after --cpu every round.
+        os.sched_setaffinity(0, {args.probe_cpu})
+        cpus = []
+        for _ in range(args.rounds):
+            os.sched_setaffinity(hog.pid, widen)
+            until(lambda: kernel.task_cpu(hog.pid) != args.cpu, tries=100)
+            cpus.append(kernel.task_cpu(hog.pid))
+            os.sched_setaffinity(hog.pid, back)
+        os.sched_setaffinity(0, set(parse_cpulist(kernel.read(f"{kernel.CPU_SYSFS}/online"))))
+        result["affinity"] = {"parked": kernel.parked(), "cpus": cpus,
+                              "moves": task_sched(hog.pid, NON_PREFERRED)}
+        stop_hogs(hogs)
+        hogs = []
+        # A CPU going offline, --rounds times.
+        err, _ = park(args.fallback_park)
+        result["fallback_park_errno"] = err
+        hog, = start_hogs(str(args.fallback_cpu), 1)
+        hogs.append(hog)
+        fallback_parked = set(parse_cpulist(args.fallback_park))
+        allowed = set(parse_cpulist(args.fallback_allowed))
+        rounds = []
+        for _ in range(args.fallback_rounds):
+            os.sched_setaffinity(hog.pid, {args.fallback_cpu})
+            until(lambda: kernel.task_cpu(hog.pid) == args.fallback_cpu, tries=200)
+            os.sched_setaffinity(hog.pid, allowed)
+            before = kernel.task_cpu(hog.pid)
+            moves0 = task_sched(hog.pid, NON_PREFERRED)
+            kernel.set_online(args.fallback_cpu, False)
+            try:
+                after = kernel.task_cpu(hog.pid)
+                # Bounded: wait for the push, if it landed on a parked CPU.
+                until(lambda: kernel.task_cpu(hog.pid) not in fallback_parked, tries=200)
+                moves = task_sched(hog.pid, NON_PREFERRED)
+            finally:
+                kernel.set_online(args.fallback_cpu, True)
+            rounds.append({"before": before, "after": after,
+                           "moves": None if moves is None else moves - (moves0 or 0)})
+        result["fallback"] = {"parked": kernel.parked(), "rounds": rounds}
+    finally:
+        stop_hogs(hogs)
+        park("")
+    return print_result(result)
+
+
+def fork_spinners(n):
+    """n processes forked from this one (they inherit its affinity), without
+    an exec each, that wait for the returned pipe end to be closed and then
+    spin until killed: (pids, that end). Waiting, they leave the CPU to the
+    parent while it forks the rest."""
+    r, w = os.pipe()
+    pids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)   # end of file: released
+            while True:
+                pass
+        pids.append(pid)
+    os.close(r)
+    return pids, w
+
+
+def stopper_runs(events, cpu):
+    """Seconds each run of `cpu`'s stopper thread lasted."""
+    runs, start = [], None
+    name = f"migration/{cpu}"
+    for ts, c, kind, data in events:
+        if c != cpu or kind != "switch":
+            continue
+        prev, nxt = data
+        if prev == name and start is not None:
+            runs.append(ts - start)
+            start = None
+        if nxt == name:
+            start = ts
+    return runs
+
+
+def cmd_pushscan(args):
+    kernel.enable_schedstats()
+    cpu, everything = args.cpu, os.sched_getaffinity(0)
+    pids = []
+    result = {"cpu": cpu, "stuck": args.stuck, "movable": args.movable}
+    # The movable ones are widened together through a cpuset, one write
+    # right before the park: the balancer has no time to pull them first.
+    if not os.path.ismount(kernel.CGROUP):
+        subprocess.run(["mount", "-t", "cgroup2", "none", kernel.CGROUP], check=True)
+    kernel.write(f"{kernel.CGROUP}/cgroup.subtree_control", "+cpuset")
+    group = f"{kernel.CGROUP}/pushscan"
+    os.makedirs(group, exist_ok=True)
+    try:
+        kernel.write(f"{group}/cpuset.cpus", str(cpu))
+        # Forked here, they are allowed on cpu only.
+        os.sched_setaffinity(0, {cpu})
+        pids, release = fork_spinners(args.stuck + args.movable)
+        os.sched_setaffinity(0, everything - {cpu})
+        stuck, movable = pids[:args.stuck], pids[args.stuck:]
+        for pid in movable:
+            kernel.write(f"{group}/cgroup.procs", str(pid))
+        for pid in movable:
+            os.sched_setaffinity(pid, everything)     # the cpuset still says cpu
+        os.close(release)
+        until(lambda: all(kernel.task_cpu(p) == cpu for p in pids), tries=1000)
+        result["started_on_cpu"] = sum(kernel.task_cpu(p) == cpu for p in pids)
+        trace.start(["sched/sched_switch"], 8192)
+        s0 = kernel.read_schedstat()
+        kernel.write(f"{group}/cpuset.cpus", format_cpulist(sorted(everything)))
+        err, ns = park(str(cpu))
+        result["park_errno"], result["park_ns"] = err, ns
+        until(lambda: not any(kernel.task_cpu(p) == cpu for p in movable), tries=1000)
+        # The push's last walk reports the pinned ones it passes; it may
+        # still be running when the last movable task has left.
+        until(lambda: schedstat_delta(s0, kernel.read_schedstat())[cpu]["park_pinned"]
+              >= args.stuck, tries=200)
+        text, result["trace_lost"] = trace.stop()
+        s1 = kernel.read_schedstat()
+        result["movable_left_on_cpu"] = sum(kernel.task_cpu(p) == cpu for p in movable)
+        result["stuck_on_cpu"] = sum(kernel.task_cpu(p) == cpu for p in stuck)
+        runs = stopper_runs(parse_events(text), cpu)
+        result["stopper_runs"] = len(runs)
+        result["stopper_ms_total"] = round(sum(runs) * 1e3, 3)
+        result["stopper_ms_max"] = round(max(runs, default=0) * 1e3, 3)
+        result["schedstat"] = schedstat_delta(s0, s1)[cpu]
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            os.waitpid(pid, 0)
+        park("")
+        os.rmdir(group)
+    return print_result(result)
+
+
 def cmd_hotplug(args):
     cpus = parse_cpulist(args.cpus)
     hog = subprocess.Popen(["stress-ng", "--cpu", str(args.hog), "--quiet"],
@@ -1218,9 +1409,24 @@ def main(argv=None):
     e.add_argument("--feature", action="append", default=[])
     e.add_argument("--keep-trace", metavar="FILE", help="write the raw trace there")
     sub.add_parser("badinput")
+    ps = sub.add_parser("pushscan")
+    ps.add_argument("--cpu", type=int, default=7)
+    ps.add_argument("--stuck", type=int, default=200)
+    ps.add_argument("--movable", type=int, default=200)
+    la = sub.add_parser("landing")
+    la.add_argument("--cpu", type=int, default=0)
+    la.add_argument("--park", default="1-3")
+    la.add_argument("--widen", default="1-7")
+    la.add_argument("--probe-cpu", type=int, default=7)
+    la.add_argument("--rounds", type=int, default=20)
+    la.add_argument("--fallback-cpu", type=int, default=5)
+    la.add_argument("--fallback-park", default="1-3")
+    la.add_argument("--fallback-allowed", default="1,5,6")
+    la.add_argument("--fallback-rounds", type=int, default=5)
     n = sub.add_parser("pinned")
     n.add_argument("--cpu", type=int, default=6)
     n.add_argument("--park", default="4-7")
+    n.add_argument("--mover", type=int, default=7)
     n.add_argument("--loops", type=int, default=100)
     g = sub.add_parser("pingpong")
     g.add_argument("--park", default="5")
@@ -1278,7 +1484,8 @@ def main(argv=None):
     q.add_argument("--phases", default="preferred,parked,agent,offline")
     args = p.parse_args(argv)
     return {"quiet": cmd_quiet, "evacuate": cmd_evacuate, "badinput": cmd_badinput,
-            "pinned": cmd_pinned, "pingpong": cmd_pingpong,
+            "pinned": cmd_pinned, "landing": cmd_landing,
+            "pushscan": cmd_pushscan, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
             "localpull": cmd_localpull, "dlbw": cmd_dlbw,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
