@@ -20,7 +20,7 @@ host-side tests (tests/vm/test_park.py) assert on.
         A hog allowed on one CPU only, which then gets parked: report its
         progress, its affinity and the park_pinned count. Beside it a
         second hog starts on --mover (also to be parked) and is allowed
-        everywhere just before the park: report where it ends and both
+        everywhere right after the park: report where it ends and both
         hogs' nr_migrations_cpu_non_preferred (/proc/PID/sched).
     park_probe.py pingpong --park 5 --cpus 0,5 [--hogs 4] [--seconds 5]
         Hogs allowed on an unparked and a parked CPU: once they have left
@@ -435,10 +435,14 @@ def cmd_pinned(args):
         until(lambda: kernel.task_cpu(mover.pid) == args.mover, tries=1000)
         result["mover_before"] = {"cpu": kernel.task_cpu(mover.pid),
                                   "moves": task_sched(mover.pid, NON_PREFERRED)}
-        os.sched_setaffinity(mover.pid, os.sched_getaffinity(0))
         s0 = kernel.read_schedstat()
         err, _ = park(args.park)
         result["park_errno"] = err
+        # Widened only once parked: widened before, it may leave by an
+        # active balance of its own (a vCPU's capacity drops with its
+        # steal), which is no move off a parked CPU. Its CPU stays in the
+        # new set, so the push or the balancer moves it.
+        os.sched_setaffinity(mover.pid, set(kernel.online_cpus()))
         # Bounded: a kernel that never pushes it fails here, and the test
         # reads where it stayed.
         until(lambda: kernel.task_cpu(mover.pid) not in parse_cpulist(args.park),
@@ -1141,6 +1145,11 @@ def cmd_pushscan(args):
         s1 = kernel.read_schedstat()
         result["movable_left_on_cpu"] = sum(kernel.task_cpu(p) == cpu for p in movable)
         result["stuck_on_cpu"] = sum(kernel.task_cpu(p) == cpu for p in stuck)
+        # Upstream's per-task count of moves off a non-preferred CPU.
+        result["movable_counted"] = sum((task_sched(p, NON_PREFERRED) or 0) >= 1
+                                        for p in movable)
+        result["stuck_counted"] = sum((task_sched(p, NON_PREFERRED) or 0) >= 1
+                                      for p in stuck)
         runs = stopper_runs(parse_events(text), cpu)
         result["stopper_runs"] = len(runs)
         result["stopper_ms_total"] = round(sum(runs) * 1e3, 3)
