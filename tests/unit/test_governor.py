@@ -1,10 +1,14 @@
 """schedsteal-governor's host side: the summary of a probe's result, its
 table, report's errors, the plot. No guest (tests/vm/test_governor.py)."""
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from schedsteal import governor, lab
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def result():
@@ -126,6 +130,10 @@ def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
 
 @pytest.mark.parametrize("args,msg", [(["--hackbench", "4"], "GROUPS,LOOPS"),
                                       (["--hackbench", "0,5"], "GROUPS,LOOPS"),
+                                      (["--stress-ng", "8"], "WORKERS,SECONDS"),
+                                      (["--stress-ng", "8,0"], "WORKERS,SECONDS"),
+                                      (["--stress-ng", "8,1", "--hackbench", "4,10"],
+                                       "one load at a time"),
                                       (["--hold-s", "0"], "--hold-s"),
                                       (["--unpark-backoff", "9"], "0 to 8")])
 def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
@@ -133,3 +141,44 @@ def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
     k.write_text("")
     assert governor.main(["run", "--kernel", str(k), *args]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_probe_counts_stress_ng_ops_and_refuses_two_loads(tmp_path, capsys):
+    """The stress-ng loop's counter file (bogo-ops of the finished runs,
+    rewritten in place) is read as a count, beside a hackbench run file."""
+    from schedsteal.guest import governor_probe
+    ops = tmp_path / "stress-ng.ops"
+    ops.write_bytes(b"%020d" % 12345)
+    runs = tmp_path / "hackbench.runs"
+    runs.write_bytes(b"xxx")
+    assert governor_probe.loop_rounds([str(ops), str(runs), str(tmp_path / "absent")]) == 12348
+    with pytest.raises(SystemExit) as e:
+        governor_probe.main(["run", "--stress-ng", "8,1", "--hackbench", "4,10"])
+    assert e.value.code == 2
+    assert "one load at a time" in capsys.readouterr().err
+
+
+def test_stress_loop_counts_each_runs_ops(tmp_path, monkeypatch):
+    """STRESS_LOOP adds each finished run's bogo-ops to the counter (a fake
+    stress-ng that writes the YAML and fails on its third run stops it)."""
+    import subprocess
+    import sys
+    from schedsteal.guest import governor_probe
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "stress-ng"
+    fake.write_text("#!/bin/sh\n"
+                    "n=$(cat %s/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > %s/n\n"
+                    "[ $n -ge 3 ] && exit 1\n"
+                    "yaml=; while [ $# -gt 0 ]; do [ \"$1\" = --yaml ] && yaml=$2; shift; done\n"
+                    "printf 'metrics:\\n    - stressor: cpu\\n      bogo-ops: 100%%s\\n"
+                    "      bogo-ops-per-second-real-time: 5.0\\n' $n > $yaml\n"
+                    % (tmp_path, tmp_path))
+    fake.chmod(0o755)
+    counter = tmp_path / "stress-ng.ops"
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}",
+               PYTHONPATH=str(ROOT / "tools"))
+    r = subprocess.run([sys.executable, "-c", governor_probe.STRESS_LOOP, str(counter),
+                        "8", "1", str(tmp_path)], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and r.stdout == "running\n"
+    assert governor_probe.loop_rounds([str(counter)]) == 1001 + 1002

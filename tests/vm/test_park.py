@@ -12,6 +12,7 @@ import re
 import pytest
 
 from schedsteal import vm
+from schedsteal.cpulist import parse_cpulist
 from schedsteal.guest.park_probe import MIN_SAMPLE_ROUNDS
 
 from conftest import boot, json_results, run_json
@@ -165,6 +166,13 @@ def check_bad_input(got):
         assert case["after"] == case["parked"], case
     assert got["empty"] == [0, ""]
     assert got["racers_ok"] and got["race_final_is_written"], got["race_final"]
+    # cpu_preferred_mask (0046) follows parking and hotplug: after each of
+    # ten steps, preferred is the online CPUs less the parked ones.
+    assert len(got["trail"]) == 10, got["trail"]
+    for snap in got["trail"]:
+        want = set(parse_cpulist(snap["online"])) - set(parse_cpulist(snap["parked"]))
+        assert set(parse_cpulist(snap["preferred"])) == want, snap
+    assert [s["preferred"] for s in got["trail"][:5]] == ["0-7", "0,2-7", "0,2-6", "0-6", "0-7"]
 
 
 @pytest.fixture(scope="module", params=["test", "debug"])

@@ -5,6 +5,7 @@ toggling and CFS bandwidth throttling (on the debug kernel: test_stress.py).
 Each test boots a guest and runs guest/sched_probe.py, which prints the
 schedstat deltas and, with --trace, every migration with its kernel stack
 (steals are the migrations whose stack holds steal_task/steal_from)."""
+import re
 import shlex
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 from conftest import boot, json_results, run_json
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
+# Stealing on from boot (0047): a value that is no bool, ignored with a
+# warning, then one that counts.
+BOOT_STEAL = "sched_steal=maybe sched_steal=1"
 
 
 def probe(kernel, preset, args, append=None):
@@ -75,9 +79,17 @@ def test_steal_crosses_an_llc_only_at_the_level_asked(request, preset, level, ot
     # One boot: the default (inside the LLC only), then the level on.
     # Fewer loops: the debug kernel is several times slower.
     work = HACKBENCH if config == "test" else "hackbench -P -g 4 -l 100"
-    off, on = probes(kernel, preset,
-                     f"run --feature STEAL --feature NO_{level} --trace -- {work}",
-                     f"run --feature STEAL --feature {level} --trace -- {work}")
+    # Stealing on from the command line (0047), not from a feature write:
+    # the first run names no STEAL. The first value is no bool: a warning,
+    # and the second one counts.
+    res = boot(kernel, preset,
+               f"python3 guest/sched_probe.py run --feature NO_{level} --trace -- {work} && "
+               f"python3 guest/sched_probe.py run --feature STEAL --feature {level} --trace -- {work}",
+               append=BOOT_STEAL.split())
+    off, on = json_results(res, 2)
+    assert "STEAL" in off["features"], off["features"]
+    assert re.findall(r"sched_steal=\S*: expected 0 or 1, ignored", res.dmesg) == \
+        ["sched_steal=maybe: expected 0 or 1, ignored"]
     assert off["status"] == 0 and on["status"] == 0
     assert off["trace_lost"] == 0 and on["trace_lost"] == 0
     assert on["schedstat_version"] == 118

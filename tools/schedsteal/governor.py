@@ -9,7 +9,8 @@ stopped, then CPUs parked by hand (which it must leave alone). It prints
 one row per phase; ``report`` reads a saved result.
 
     schedsteal-governor run --kernel bzImage [--qemu PATH] [--preset overcommit8|numa2]
-        [--interval-ms 200] [--hackbench GROUPS,LOOPS] [--hold-s S] [--no-static]
+        [--interval-ms 200] [--hackbench GROUPS,LOOPS | --stress-ng WORKERS,SECONDS]
+        [--hold-s S] [--no-static]
         [--out DIR] [--json] [--plot FILE.png]
     schedsteal-governor report RESULT.json [--json] [--plot FILE.png]
 
@@ -65,7 +66,7 @@ class GovernorError(Exception):
 def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
         preset: str = PRESET, append: list[str] | None = None,
         static: bool = False, hackbench: str | None = None,
-        hold_s: float | None = None) -> tuple[dict, vm.RunResult]:
+        hold_s: float | None = None, stress_ng: str | None = None) -> tuple[dict, vm.RunResult]:
     """Boot and probe; the probe's result (governor_probe.py run), with
     the preset's name added, and the run. The probe switches the governor
     on (vm.py boots every guest with it off)."""
@@ -75,6 +76,8 @@ def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
         cmd += f" --static {STATIC[preset]}"
     if hackbench:
         cmd += f" --hackbench {hackbench}"
+    if stress_ng:
+        cmd += f" --stress-ng {stress_ng}"
     if hold_s:
         cmd += f" --hold-s {hold_s:g}"
     res = labcheck.lab_boot(kernel, qemu, preset, cmd, monitor=monitor, keep=keep,
@@ -195,14 +198,15 @@ def plot(result: dict, path: str) -> None:
     ax2.step([s["t"] for s in got], [s["preferred"] for s in got], where="post")
     ax2.set_ylabel("preferred CPUs")
     ax2.set_ylim(0, result["online"] + 0.5)
-    # A hackbench run lasts about a second: its rate over 5 s.
-    if result.get("workload") == "hackbench":
+    # A hackbench or stress-ng run lasts about a second: its rate over 5 s.
+    if result.get("workload") in ("hackbench", "stress-ng"):
         w = max(1, int(round(5.0 / result["poll_s"])))
         mid = [(a["t"] + b["t"]) / 2 for a, b in zip(got, got[w:])]
     rate = [_rate(a, b, hz, result["online"])[1] for a, b in zip(got, got[w:])]
     ax3.plot(mid[:len(rate)], rate, lw=0.8)
-    ax3.set_ylabel("hackbench runs/s" if result.get("workload") == "hackbench"
-                   else "loop rounds/s (all)")
+    ax3.set_ylabel({"hackbench": "hackbench runs/s",
+                    "stress-ng": "stress-ng bogo-ops/s"}.get(result.get("workload"),
+                                                            "loop rounds/s (all)"))
     ax3.set_xlabel("s since the governor was switched on")
     for phase in phases(result)[1:]:
         start = next((s["t"] for s in got if s["phase"] == phase), None)
@@ -236,6 +240,10 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "(rounds/s = finished runs per second) instead of a busy loop per CPU")
+    r.add_argument("--stress-ng", metavar="WORKERS,SECONDS",
+                   help="the load: stress-ng --cpu WORKERS --cpu-method matrixprod "
+                        "--timeout SECONDS back to back (bench-park's mix; rounds/s = "
+                        "bogo-ops per second of the finished runs)")
     r.add_argument("--hold-s", type=float, help="seconds each phase holds its state "
                    "(and each static set runs; default 4)")
     r.add_argument("--no-static", action="store_true",
@@ -274,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.hackbench and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.hackbench):
                 raise GovernorError(f"--hackbench {args.hackbench}: expected GROUPS,LOOPS "
                                     "(two positive integers)")
+            if args.stress_ng and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.stress_ng):
+                raise GovernorError(f"--stress-ng {args.stress_ng}: expected WORKERS,SECONDS "
+                                    "(two positive integers)")
+            if args.hackbench and args.stress_ng:
+                raise GovernorError("--hackbench and --stress-ng: one load at a time")
             if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 8:
                 raise GovernorError(f"--unpark-backoff {args.unpark_backoff}: the governor "
                                     "takes 0 to 8")
@@ -291,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 result, _ = run(args.kernel, qemu.binary, args.interval_ms,
                                 keep=os.path.join(out, "boot"), preset=args.preset,
                                 static=not args.no_static, hackbench=args.hackbench,
-                                hold_s=args.hold_s,
+                                hold_s=args.hold_s, stress_ng=args.stress_ng,
                                 append=None if args.unpark_backoff is None else
                                 [f"steal_governor.unpark_backoff={args.unpark_backoff}"])
             except (labcheck.LabCheckError, vm.VMError, lab.LabError) as e:

@@ -13,7 +13,9 @@ Prints one JSON object for tests/vm/test_governor.py and
                    the first K CPUs preferred (the rest parked by hand)
                    for --hold-s each: the static sets to compare with;
           busy     a busy loop per online CPU (or, --hackbench G,L, hackbench
-                   runs back to back), every CPU allowed: until at
+                   runs back to back; or, --stress-ng N,S, stress-ng runs of
+                   N matrixprod workers for S s back to back, rounds being
+                   bogo-ops), every CPU allowed: until at
                    most --busy-to CPUs are preferred, then --hold-s more;
           confine  between the marks confine-start and confine-end (the
                    host confines QEMU to one core, lab.ConfineQemu): until
@@ -85,6 +87,28 @@ def loop_rounds(paths) -> int:
     return total
 
 
+# stress-ng runs back to back (bench-park's mix: matrixprod workers); the
+# counter file holds the bogo-ops of the finished runs, rewritten in place
+# as the counting loop's is. A run's ops count when it ends: a rate over a
+# window is off by at most one run's ops (keep runs short against the
+# window: 1 s runs against 20 s held).
+STRESS_LOOP = ("import os, subprocess, sys\n"
+               "from schedsteal.guest.workloads import parse_stress_ng_yaml\n"
+               "path, workers, secs, workdir = sys.argv[1:5]\n"
+               "yaml = os.path.join(workdir, 'governor-stress.yaml')\n"
+               "fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+               "print('running', flush=True)\n"
+               "total = 0\n"
+               "while True:\n"
+               "    subprocess.run(['stress-ng', '--cpu', workers, '--cpu-method', 'matrixprod',\n"
+               "                    '--timeout', secs + 's', '--metrics-brief', '--temp-path',\n"
+               "                    workdir, '--yaml', yaml], stdout=subprocess.DEVNULL,\n"
+               "                   stderr=subprocess.DEVNULL, check=True)\n"
+               "    with open(yaml) as f:\n"
+               "        total += int(parse_stress_ng_yaml(f.read()).extra['bogo_ops'])\n"
+               "    os.pwrite(fd, b'%020d' % total, 0)\n")
+
+
 # hackbench process/pipe runs back to back; one byte per finished run.
 HACKBENCH_LOOP = ("echo running; while :; do "
                   "hackbench -P -p -g {groups} -l {loops} >/dev/null 2>&1 && printf x >>{path}; done")
@@ -138,6 +162,20 @@ def start_hackbench(cpus, outdir, groups: int, loops: int):
     return [p], [path]
 
 
+def start_stress(cpus, outdir, workers: int, secs: int):
+    """stress-ng runs back to back, every CPU allowed, in a session of
+    their own; returns once the loop runs."""
+    path = os.path.join(outdir, "stress-ng.ops")
+    p = subprocess.Popen(["taskset", "-c", ",".join(map(str, cpus)), "python3", "-c",
+                          STRESS_LOOP, path, str(workers), str(secs), outdir],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    if p.stdout.readline() != "running\n":
+        stop_group(p)
+        raise RuntimeError("the stress-ng loop did not start")
+    p.stdout.close()
+    return [p], [path]
+
+
 def stop_group(p) -> None:
     """Kill a loop and everything it started (its own session)."""
     try:
@@ -166,7 +204,7 @@ def start_loops(cpus, outdir):
 
 
 def stop_loops(loops, args) -> None:
-    if args.hackbench:
+    if args.hackbench or args.stress_ng:
         for p in loops:
             stop_group(p)
     else:
@@ -188,12 +226,15 @@ def cmd_run(args) -> int:
         kernel.write(enabled, "N")
         if args.hackbench:
             loops, s.counters = start_hackbench(cpus, args.workdir, *args.hackbench)
+        elif args.stress_ng:
+            loops, s.counters = start_stress(cpus, args.workdir, *args.stress_ng)
         else:
             loops, s.counters = start_loops(cpus, args.workdir)
         static = {}
-        # The first hackbench run loads its 160 processes over 9p: wait
-        # for it (bounded) so that no static set pays for it.
-        if args.hackbench:
+        # The first hackbench run loads its 160 processes over 9p (the
+        # first stress-ng run its binary): wait for it (bounded) so that
+        # no static set pays for it.
+        if args.hackbench or args.stress_ng:
             until(lambda: loop_rounds(s.counters) >= 1, tries=6000)
         for k in args.static:
             # Static sets for comparison: the first k CPUs preferred.
@@ -230,7 +271,8 @@ def cmd_run(args) -> int:
                          "user_hz": os.sysconf("SC_CLK_TCK"), "poll_s": args.poll,
                          "reached": reached, "samples": s.samples, "others": others,
                          "static": static, "phase_start": s.starts,
-                         "workload": "hackbench" if args.hackbench else "loops",
+                         "workload": ("hackbench" if args.hackbench else
+                                      "stress-ng" if args.stress_ng else "loops"),
                          "off": off})
 
 
@@ -249,10 +291,16 @@ def main(argv=None) -> int:
                    type=lambda v: tuple(int(x) for x in v.split(",")),
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "instead of a busy loop per CPU; rounds are finished runs")
+    r.add_argument("--stress-ng", metavar="WORKERS,SECONDS",
+                   type=lambda v: tuple(int(x) for x in v.split(",")),
+                   help="the load: stress-ng --cpu WORKERS --cpu-method matrixprod "
+                        "--timeout SECONDS back to back; rounds are bogo-ops")
     r.add_argument("--quiet-s", type=float, default=3)
     r.add_argument("--phase-s", type=float, default=30)
     r.add_argument("--hold-s", type=float, default=4)
     r.add_argument("--poll", type=float, default=0.05)
     r.add_argument("--workdir", default="/tmp")
     args = p.parse_args(argv)
+    if args.hackbench and args.stress_ng:
+        p.error("--hackbench and --stress-ng: one load at a time")
     return {"run": cmd_run}[args.action](args)

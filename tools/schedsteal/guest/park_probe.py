@@ -322,10 +322,19 @@ def cmd_badinput(args):
     last = online[-1]
     cases = ["abc", "1-", "2-1", "0x3", str(last + 1), "4096", "-1",
              format_cpulist(online)]
-    result = {"cases": []}
+    result = {"cases": [], "trail": []}
+
+    def snap(step):
+        # cpu_preferred_mask, kept by parking and hotplug (patch 0046),
+        # against the set it must equal: online (= active here) less parked.
+        result["trail"].append({"step": step, "online": format_cpulist(kernel.online_cpus()),
+                                "parked": kernel.parked(), "preferred": kernel.preferred()})
+
     park("")
+    snap("unparked")
     err, _ = park("1")
     result["setup"] = [err, kernel.parked()]
+    snap("parked 1")
     for c in cases:
         before = kernel.parked()
         err, _ = park(c)
@@ -338,18 +347,22 @@ def cmd_badinput(args):
         err, _ = park(str(last))
         result["cases"].append({"input": f"{last} (offline)", "errno": err,
                                 "before": before, "after": kernel.parked()})
+        snap(f"{last} offline")
     finally:
         kernel.set_online(last, True)
     # Parked, then taken offline: it leaves the set.
     err, _ = park(str(last))
     kernel.set_online(last, False)
     result["offlined_parked"] = [err, kernel.parked()]
+    snap(f"{last} parked, then offline")
     kernel.set_online(last, True)
     result["after_online"] = kernel.parked()
+    snap(f"{last} online again")
     # Valid writes, then the empty write.
     err, _ = park("2-3")
     result["valid"] = [err, kernel.parked()]
-    result["rollback"] = offline_rollbacks(last)
+    snap("parked 2-3")
+    result["rollback"] = offline_rollbacks(last, snap)
     park("2-3")
     result["preferred"] = kernel.preferred()
     try:
@@ -360,6 +373,7 @@ def cmd_badinput(args):
     result["preferred_after_write"] = kernel.preferred()
     err, _ = park("")
     result["empty"] = [err, kernel.parked()]
+    snap("empty write")
     # Writers racing: the set ends as one of the valid sets written.
     sets = [format_cpulist(sorted(random.sample(online[1:], k)))
             for k in range(1, len(online) - 1) for _ in range(3)]
@@ -377,6 +391,7 @@ def cmd_badinput(args):
     final = kernel.parked()
     result["race_final"] = final
     result["race_final_is_written"] = final in sets
+    snap("after the racing writers")
     park("")
     return print_result(result)
 
@@ -395,10 +410,11 @@ def offline_that_fails(cpu):
         kernel.set_online(cpu, True)
 
 
-def offline_rollbacks(last):
+def offline_rollbacks(last, snap=None):
     """A parked CPU whose offline fails, and the last unparked CPU whose
     offline fails (the others were unparked on the way down): the set
-    must be as before."""
+    must be as before. snap(step), if given, records the preferred set
+    after each."""
     cases = []
     # (x86 cannot take CPU 0 offline.)
     for parked, cpu in ((str(last), last), (f"0-{last - 1}", last)):
@@ -408,6 +424,8 @@ def offline_rollbacks(last):
         cases.append({"parked": parked, "cpu": cpu, "park_errno": err, "before": before,
                       "offline_errno": errno, "online": cpu in kernel.online_cpus(),
                       "after": kernel.parked()})
+        if snap:
+            snap(f"offline of {cpu} rolled back, {parked} parked")
     park("")
     return cases
 
