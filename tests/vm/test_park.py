@@ -522,19 +522,3 @@ def test_parking_keeps_the_deadline_bandwidth_it_admitted(smt4_boot_parked):
     assert fits["park_errno"] == 0 and fits["parked_after"] == "1-3", fits
     assert fits["extra_admitted"] is False, fits
 
-
-@pytest.mark.full
-def test_fair_servers_of_parked_cpus_do_not_block_the_park(test_kernel):
-    """6.12's fair servers (5% of each CPU) add their bandwidth to the root
-    domain's admitted total once they run. The park check compared all of
-    it with the capacity left unparked, so on llc20 (20 servers: 1.0 CPU
-    against the 0.95 one CPU admits) parking all but CPU 0 was refused
-    with EBUSY and no deadline task in sight, where taking the same CPUs
-    offline one by one succeeds. The servers of parked CPUs run on them:
-    the check leaves them out (0048)."""
-    got, _ = run_json(test_kernel, "llc20", "python3 guest/park_probe.py servers")
-    # The setting that failed: the servers alone exceed one CPU's share.
-    assert got["total_bw"] > got["bw_limit"] > 0, got
-    assert got["park_errno"] == 0, got
-    assert got["parked_after"] == got["park"] == "1-19", got
-    assert got["preferred_after"] == "0", got

@@ -759,34 +759,6 @@ def dl_total_bw(cpu: int = 0) -> int | None:
     return int(m[1]) if m else None
 
 
-def dl_bw_limit(cpu: int = 0) -> int | None:
-    """The bandwidth per CPU that deadline admission allows in cpu's root
-    domain (<< 20; 95% by default), from the same debugfs block."""
-    m = re.search(rf"^dl_rq\[{cpu}\]:.*?^\s+\.dl_bw->bw\s*: (-?\d+)",
-                  kernel.read(kernel.SCHED_DEBUG), re.M | re.S)
-    return int(m[1]) if m else None
-
-
-def cmd_servers(args):
-    """Each CPU's fair server started (a CFS task run on every CPU: the
-    server adds its bandwidth to the root domain's total when it first
-    runs), then every CPU but the first parked. The servers of parked
-    CPUs serve the tasks left there, on those CPUs: none of them takes
-    unparked capacity, so the park must be taken even when their sum is
-    more than one CPU can admit."""
-    cpus = kernel.online_cpus()
-    for c in cpus:
-        subprocess.run(["taskset", "-c", str(c), "true"], check=True)
-    result = {"cpus": format_cpulist(cpus), "total_bw": dl_total_bw(),
-              "bw_limit": dl_bw_limit()}
-    result["park"] = format_cpulist(cpus[1:])
-    result["park_errno"], _ = park(result["park"])
-    result["parked_after"] = kernel.parked()
-    result["preferred_after"] = kernel.preferred()
-    park("")
-    return print_result(result)
-
-
 def cmd_dlbw(args):
     result = {"tasks": args.tasks, "bw_per_task": args.runtime_us / args.period_us}
     tasks = []
@@ -1524,7 +1496,6 @@ def main(argv=None):
     lp.add_argument("--widen", required=True)
     lp.add_argument("--hogs", type=int, default=6)
     lp.add_argument("--seconds", type=int, default=10)
-    sub.add_parser("servers")
     db = sub.add_parser("dlbw")
     db.add_argument("--park", required=True)
     db.add_argument("--tasks", type=int, required=True)
@@ -1544,6 +1515,6 @@ def main(argv=None):
             "pinned": cmd_pinned, "landing": cmd_landing,
             "pushscan": cmd_pushscan, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
-            "localpull": cmd_localpull, "dlbw": cmd_dlbw, "servers": cmd_servers,
+            "localpull": cmd_localpull, "dlbw": cmd_dlbw,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
             "notify": cmd_notify, "numa": cmd_numa}[args.action](args)
