@@ -249,3 +249,43 @@ def test_probe_barrier_waits_for_the_hosts_go(tmp_path):
     assert (tmp_path / "ready").read_text() == "1\n"
     with pytest.raises(probe.ProbeError, match="no go for cell 2"):
         probe.barrier(str(tmp_path), 2, tries=2)
+
+
+def test_pref_summary_weights_each_count_by_its_time():
+    """The governor's size over a cell: 2 CPUs for 1 s, 3 for 0.5 s, then
+    2 again; the last sample only closes the window."""
+    got = probe.pref_summary([(0.0, 2), (1.0, 3), (1.5, 2), (2.0, 2)])
+    assert got == {"mean": pytest.approx(2.25), "seconds": {"2": 1.5, "3": 0.5}, "changes": 2}
+    assert probe.pref_summary([]) == {"mean": None, "seconds": {}, "changes": 0}
+    assert probe.pref_summary([(0.0, 4)])["mean"] == 4
+
+
+def test_table_shows_the_preferred_count_where_recorded(capsys):
+    """A run recorded before the probe sampled the count shows "-"; with
+    the samples, the mean over the guests and runs."""
+    result = json.loads(FIXTURE.read_text())
+    assert all(r["pref"] is None for r in guests.summary(result))
+    for pair in result["pairs"]:
+        for row in pair["rows"]:
+            for side, mean in (("client", 1.0), ("server", 2.0)):
+                row[side]["pref"] = {"mean": mean, "seconds": {}, "changes": 0}
+    assert all(r["pref"] == pytest.approx(1.5) for r in guests.summary(result))
+    assert "time-weighted over the measured window" in guests.format_summary(result)
+
+
+def test_pref_sampler_reads_preferred_until_stopped(monkeypatch):
+    """The sampler thread counts the CPUs of /sys/.../preferred; stop()
+    summarises the samples from `since` on."""
+    seen = iter(["0-3"] * 2 + ["0-1"] * 1000)
+    monkeypatch.setattr(probe.kernel, "preferred", lambda: next(seen))
+    monkeypatch.setattr(probe, "PREF_POLL_S", 0.01)
+    s = probe.PrefSampler()
+    s.start()
+    while len(s.samples) < 6:
+        threading.Event().wait(0.01)
+    got = s.stop()
+    assert not s.is_alive()
+    assert [c for _, c in s.samples[:3]] == [4, 4, 2]
+    assert got["changes"] == 1 and set(got["seconds"]) == {"4", "2"}
+    late = s.samples[2][0]
+    assert probe.pref_summary([x for x in s.samples if x[0] >= late])["changes"] == 0

@@ -37,6 +37,15 @@ def test_a_pair_runs_every_cell_and_leaves_nothing(pair_run):
     for x in rows:
         want = "0" if x["mode"] == "static" else "0-1"
         assert x["preferred_at_start"] == [want, want], x
+    # The preferred count was sampled over every cell: the static set's
+    # one CPU and every CPU never change; the governor's stays in 1-2.
+    for x in rows:
+        for side in ("client", "server"):
+            pref = x[side]["pref"]
+            assert pref["mean"] is not None and 1 <= pref["mean"] <= 2, x
+            if x["mode"] != "governor":
+                assert pref["changes"] == 0, x
+                assert pref["mean"] == (1 if x["mode"] == "static" else 2), x
 
 
 def test_a_pair_whose_server_dies_is_torn_down(test_kernel, lab_qemu, tmp_path):

@@ -32,8 +32,10 @@ their processes is left (`leaks` in the result).
 Steal time needs the lab QEMU (`make qemu`), multi-threaded TCG on the
 host clock. The table: per stress-ng count and mode, the pairs'
 transactions per second (tps, higher is better), stress-ng's bogo-ops
-per guest and second, and the guests' steal; %chg against `all`,
-+ = better (higher), with Welch's p over the runs.
+per guest and second, the guests' steal, and pref, the CPUs each guest
+had preferred over the measured window (time-weighted, sampled every
+0.2 s: the governor's size); %chg against `all`, + = better (higher),
+with Welch's p over the runs.
 
 Exit status: 0 the run finished (the table is the result), 1 a guest
 failed (every guest is stopped), 2 bad usage.
@@ -363,29 +365,35 @@ def run(kernel: str, qemu: str, plan: Plan, keep: str | None = None,
 # --- the table ----------------------------------------------------------------
 
 def cells(result: dict) -> dict:
-    """{(stress, mode): {"tps": [...], "bogo": [...], "steal": [...]}}: one
-    value per run (the pairs' tps summed; stress-ng's bogo-ops per second
-    of its run, settle included, the mean over every guest; steal, the
-    mean over every guest)."""
+    """{(stress, mode): {"tps": [...], "bogo": [...], "steal": [...],
+    "pref": [...]}}: one value per run (the pairs' tps summed; stress-ng's
+    bogo-ops per second of its run, settle included, the mean over every
+    guest; steal, the mean over every guest; pref, the guests' mean
+    preferred count over the cell, where the probe sampled it)."""
     per_run: dict = {}
     for pair in result["pairs"]:
         for r in pair["rows"]:
             key = (r["stress"], r["mode"], r["run"])
-            d = per_run.setdefault(key, {"tps": 0.0, "bogo": [], "steal": []})
+            d = per_run.setdefault(key, {"tps": 0.0, "bogo": [], "steal": [], "pref": []})
             d["tps"] += r["tps"]
             for side in ("client", "server"):
                 if r[side]["bogo"] is not None:
                     d["bogo"].append(r[side]["bogo"])
                 d["steal"].append(r[side]["steal_pct"])
+                mean = (r[side].get("pref") or {}).get("mean")
+                if mean is not None:
+                    d["pref"].append(mean)
     out: dict = {}
     order = {m: i for i, m in enumerate(MODES)}
     for (s, mode, _), d in sorted(per_run.items(), key=lambda kv: (kv[0][0], order[kv[0][1]],
                                                                     kv[0][2])):
-        c = out.setdefault((s, mode), {"tps": [], "bogo": [], "steal": []})
+        c = out.setdefault((s, mode), {"tps": [], "bogo": [], "steal": [], "pref": []})
         c["tps"].append(d["tps"])
         if d["bogo"]:
             c["bogo"].append(stats.amean(d["bogo"]))
         c["steal"].append(stats.amean(d["steal"]))
+        if d["pref"]:
+            c["pref"].append(stats.amean(d["pref"]))
     return out
 
 
@@ -398,7 +406,8 @@ def summary(result: dict) -> list[dict]:
                "tps": stats.amean(c["tps"]),
                "tps_sd": stats.stddev(c["tps"]) if len(c["tps"]) > 1 else None,
                "bogo": stats.amean(c["bogo"]) if c["bogo"] else None,
-               "steal": stats.amean(c["steal"])}
+               "steal": stats.amean(c["steal"]),
+               "pref": stats.amean(c["pref"]) if c["pref"] else None}
         if base and mode != "all":
             row["tps_chg"] = stats.pct_improvement(stats.amean(base["tps"]), row["tps"], True)
             row["tps_p"] = stats.welch_ttest(c["tps"], base["tps"]).p
@@ -434,15 +443,17 @@ def format_summary(result: dict) -> str:
             f"pair, {p['seconds']:g} s measured after {p['settle_s']:g} s, {p['runs']} runs a "
             f"cell, static keeps CPU(s) {p['static']}, governor interval {p['interval_ms']} ms")
     rows = [("stress", "mode", "runs", "tps", "sd", "%chg", "p", "bogo/s", "%chg", "p",
-             "steal%")]
+             "steal%", "pref")]
     for r in summary(result):
         rows.append((r["stress"], r["mode"], r["runs"], _f(r["tps"], ".1f"), _f(r["tps_sd"], ".1f"),
                      _f(r.get("tps_chg"), "+.1f"), _f(r.get("tps_p"), ".3f"),
                      _f(r["bogo"], ".0f"), _f(r.get("bogo_chg"), "+.1f"),
-                     _f(r.get("bogo_p"), ".3f"), _f(r["steal"], ".1f")))
+                     _f(r.get("bogo_p"), ".3f"), _f(r["steal"], ".1f"),
+                     _f(r["pref"], ".2f")))
     lines = [head, "", *format_table(rows, left=(1,)), "",
              "tps: transactions/s of all pairs; bogo/s: stress-ng bogo-ops per guest and "
-             "second; %chg against mode all, + = higher (better); p: Welch's t-test over runs"]
+             "second; %chg against mode all, + = higher (better); p: Welch's t-test over runs; "
+             "pref: preferred CPUs per guest, time-weighted over the measured window"]
     for s, chg, p_ in governor_vs_static(result):
         lines.append(f"governor against static, stress {s}: {chg:+.1f}% tps "
                      f"(p {_f(p_, '.3f')}; + = the governor's higher)")

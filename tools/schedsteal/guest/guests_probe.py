@@ -10,7 +10,8 @@ network of their own. Each prints one JSON object.
         request, one per answer) until it says quit:
           {"op": "mode", "mode": M}       all | static | governor
           {"op": "start", "stress": N, "seconds": S}
-          {"op": "finish"}                -> bogo-ops, steal %, preferred
+          {"op": "finish"}                -> bogo-ops, steal %, preferred,
+                                             the preferred count over the cell
           {"op": "quit"}
     guests_probe.py client --addr 10.9.0.1/24 --peer 10.9.0.2 --rr BIN
                            [--workers 8] [--seconds 20] [--settle-s 5]
@@ -22,7 +23,9 @@ network of their own. Each prints one JSON object.
         stress-ng workers (`--cpu N --cpu-load 99 --cpu-method
         matrixprod`, the design's), run rr for --settle-s unmeasured, then
         --seconds measured; one row per cell with transactions per second,
-        each guest's bogo-ops and steal.
+        each guest's bogo-ops and steal, and how many CPUs each guest had
+        preferred over the cell (sampled every PREF_POLL_S: the
+        governor's choice interval by interval, pref_summary()).
 
 Modes: all = every CPU, the governor off; static = only --static CPUs
 preferred (the rest parked by hand), the governor off; governor = every
@@ -38,6 +41,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from .. import schedstat
@@ -125,6 +129,49 @@ def finish_stress(proc, yaml: str) -> float | None:
     return float(m[1])
 
 
+# How often a cell samples the preferred count (the governor's interval
+# in these runs is 200 ms or more).
+PREF_POLL_S = 0.2
+
+
+def pref_summary(samples: list) -> dict:
+    """From (t, count) samples of the preferred count: the time-weighted
+    mean count, the seconds spent at each count (each sample's count
+    holds until the next sample), and how many times it changed."""
+    if not samples:
+        return {"mean": None, "seconds": {}, "changes": 0}
+    secs: dict = {}
+    for (t0, c), (t1, _) in zip(samples, samples[1:]):
+        secs[c] = secs.get(c, 0.0) + (t1 - t0)
+    total = sum(secs.values())
+    mean = sum(c * v for c, v in secs.items()) / total if total > 0 else samples[0][1]
+    return {"mean": round(mean, 2),
+            "seconds": {str(c): round(v, 2) for c, v in sorted(secs.items())},
+            "changes": sum(a[1] != b[1] for a, b in zip(samples, samples[1:]))}
+
+
+class PrefSampler(threading.Thread):
+    """Samples the preferred count every PREF_POLL_S until stopped."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.samples: list = []
+        self.done = threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self):
+        while not self.done.is_set():
+            self.samples.append((round(time.monotonic() - self.t0, 3),
+                                 len(parse_cpulist(kernel.preferred()))))
+            self.done.wait(PREF_POLL_S)
+
+    def stop(self, since: float = 0.0) -> dict:
+        """Stop; the summary of the samples taken `since` s after the start."""
+        self.done.set()
+        self.join()
+        return pref_summary([x for x in self.samples if x[0] >= since])
+
+
 def steal_pct(before: dict, after: dict) -> float:
     """The guest's steal over the window, as % of all its CPU time."""
     tot = sum(after["cpu"].values()) - sum(before["cpu"].values())
@@ -142,16 +189,27 @@ class Cell:
         self.yaml = os.path.join(workdir, "stress.yaml")
         self.proc = None
         self.stat = None
+        self.sampler = None
+        self.since = 0.0
 
     def start(self, stress: int, seconds: float):
         self.proc = start_stress(stress, seconds, self.yaml)
         self.stat = proc_stat()
+        self.sampler, self.since = PrefSampler(), 0.0
+        self.sampler.start()
+
+    def mark(self):
+        """The measured window starts: steal and the preferred count from here."""
+        self.stat = proc_stat()
+        self.since = time.monotonic() - self.sampler.t0
 
     def finish(self) -> dict:
         after = proc_stat()
+        pref = self.sampler.stop(self.since) if self.sampler else pref_summary([])
+        self.sampler = None
         return {"bogo": finish_stress(self.proc, self.yaml),
                 "steal_pct": steal_pct(self.stat, after),
-                "preferred": kernel.preferred()}
+                "preferred": kernel.preferred(), "pref": pref}
 
 
 def rpc(f, req: dict) -> dict:
@@ -296,8 +354,9 @@ def cmd_client(args) -> int:
             cell.start(s, total)
             if args.settle_s:
                 run_rr(args, args.settle_s)
-            # The measured window: steal from here (start() marked the settle's).
-            cell.stat = proc_stat()
+            # The measured window: steal and the preferred count from here
+            # (start() marked the settle's).
+            cell.mark()
             res = run_rr(args, args.seconds)
             mine = cell.finish()
             theirs = rpc(f, {"op": "finish"})
