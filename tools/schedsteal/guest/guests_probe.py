@@ -10,6 +10,7 @@ network of their own. Each prints one JSON object.
         request, one per answer) until it says quit:
           {"op": "mode", "mode": M}       all | static | governor
           {"op": "start", "stress": N, "seconds": S}
+          {"op": "mark"}                  the measured window starts
           {"op": "finish"}                -> bogo-ops, steal %, preferred,
                                              the preferred count over the cell
           {"op": "quit"}
@@ -24,8 +25,8 @@ network of their own. Each prints one JSON object.
         matrixprod`, the design's), run rr for --settle-s unmeasured, then
         --seconds measured; one row per cell with transactions per second,
         each guest's bogo-ops and steal, and how many CPUs each guest had
-        preferred over the cell (sampled every PREF_POLL_S: the
-        governor's choice interval by interval, pref_summary()).
+        preferred over the measured window (sampled every PREF_POLL_S:
+        the governor's choice interval by interval, pref_summary()).
 
 Modes: all = every CPU, the governor off; static = only --static CPUs
 preferred (the rest parked by hand), the governor off; governor = every
@@ -246,6 +247,9 @@ def cmd_server(args) -> int:
                         elif op == "start":
                             cell.start(req["stress"], req["seconds"])
                             ans = {"ok": True}
+                        elif op == "mark":
+                            cell.mark()
+                            ans = {"ok": True}
                         elif op == "finish":
                             ans = cell.finish()
                         elif op == "quit":
@@ -355,8 +359,9 @@ def cmd_client(args) -> int:
             if args.settle_s:
                 run_rr(args, args.settle_s)
             # The measured window: steal and the preferred count from here
-            # (start() marked the settle's).
+            # (start() marked the settle's), in both guests.
             cell.mark()
+            rpc(f, {"op": "mark"})
             res = run_rr(args, args.seconds)
             mine = cell.finish()
             theirs = rpc(f, {"op": "finish"})
