@@ -524,4 +524,3 @@ def test_parking_keeps_the_deadline_bandwidth_it_admitted(smt4_boot_parked):
     assert over["parked_after"] == "", over
     assert fits["park_errno"] == 0 and fits["parked_after"] == "1-3", fits
     assert fits["extra_admitted"] is False, fits
-

@@ -87,25 +87,23 @@ def loop_rounds(paths) -> int:
     return total
 
 
-# stress-ng runs back to back (bench-park's mix: matrixprod workers); the
+# stress-ng runs back to back: the workload registry's stress-ng-cpu
+# (bench-park's mix: matrixprod workers), its command and its parser; the
 # counter file holds the bogo-ops of the finished runs, rewritten in place
 # as the counting loop's is. A run's ops count when it ends: a rate over a
 # window is off by at most one run's ops (keep runs short against the
 # window: 1 s runs against 20 s held).
 STRESS_LOOP = ("import os, subprocess, sys\n"
-               "from schedsteal.guest.workloads import parse_stress_ng_yaml\n"
+               "from schedsteal.guest import workloads\n"
                "path, workers, secs, workdir = sys.argv[1:5]\n"
-               "yaml = os.path.join(workdir, 'governor-stress.yaml')\n"
+               "w = workloads.get('stress-ng-cpu')\n"
+               "argv = w.command(int(workers), {'runtime': int(secs)}, workdir)\n"
                "fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
                "print('running', flush=True)\n"
                "total = 0\n"
                "while True:\n"
-               "    subprocess.run(['stress-ng', '--cpu', workers, '--cpu-method', 'matrixprod',\n"
-               "                    '--timeout', secs + 's', '--metrics-brief', '--temp-path',\n"
-               "                    workdir, '--yaml', yaml], stdout=subprocess.DEVNULL,\n"
-               "                   stderr=subprocess.DEVNULL, check=True)\n"
-               "    with open(yaml) as f:\n"
-               "        total += int(parse_stress_ng_yaml(f.read()).extra['bogo_ops'])\n"
+               "    out = subprocess.run(argv, capture_output=True, text=True, check=True)\n"
+               "    total += int(w.parse(out.stdout + out.stderr, workdir).extra['bogo_ops'])\n"
                "    os.pwrite(fd, b'%020d' % total, 0)\n")
 
 
@@ -147,33 +145,32 @@ class Sampler:
             time.sleep(self.poll)
 
 
+def start_session_loop(cpus, argv: list[str], what: str):
+    """argv, a loop that prints "running" once it runs, every CPU allowed,
+    in a session of its own (stop_group() kills it and all it started);
+    returns once it runs."""
+    p = subprocess.Popen(["taskset", "-c", ",".join(map(str, cpus)), *argv],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    if p.stdout.readline() != "running\n":
+        stop_group(p)
+        raise RuntimeError(f"the {what} loop did not start")
+    p.stdout.close()
+    return p
+
+
 def start_hackbench(cpus, outdir, groups: int, loops: int):
-    """hackbench runs back to back, every CPU allowed; returns once the
-    loop runs."""
+    """hackbench runs back to back; returns once the loop runs."""
     path = os.path.join(outdir, "hackbench.runs")
     open(path, "w").close()
     cmd = HACKBENCH_LOOP.format(groups=groups, loops=loops, path=path)
-    p = subprocess.Popen(["taskset", "-c", ",".join(map(str, cpus)), "sh", "-c", cmd],
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    if p.stdout.readline() != "running\n":
-        stop_group(p)
-        raise RuntimeError("the hackbench loop did not start")
-    p.stdout.close()
-    return [p], [path]
+    return [start_session_loop(cpus, ["sh", "-c", cmd], "hackbench")], [path]
 
 
 def start_stress(cpus, outdir, workers: int, secs: int):
-    """stress-ng runs back to back, every CPU allowed, in a session of
-    their own; returns once the loop runs."""
+    """stress-ng runs back to back; returns once the loop runs."""
     path = os.path.join(outdir, "stress-ng.ops")
-    p = subprocess.Popen(["taskset", "-c", ",".join(map(str, cpus)), "python3", "-c",
-                          STRESS_LOOP, path, str(workers), str(secs), outdir],
-                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-    if p.stdout.readline() != "running\n":
-        stop_group(p)
-        raise RuntimeError("the stress-ng loop did not start")
-    p.stdout.close()
-    return [p], [path]
+    argv = ["python3", "-c", STRESS_LOOP, path, str(workers), str(secs), outdir]
+    return [start_session_loop(cpus, argv, "stress-ng")], [path]
 
 
 def stop_group(p) -> None:
