@@ -12,16 +12,18 @@ VENV := $(CACHE)/venv
 PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export CMD
+# Topics of the series to build (patches/topics); default: all.
+export TOPICS
 
 .PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed bench-guests compare-kernels stock-kernel deb deb-config test-deb test test-unit \
-	test-series test-vm test-jump-label fresh-check rebase-check worktree export-patches checkpatch clean-build
+	test-series test-vm test-jump-label fresh-check rebase-check bisect-check worktree export-patches checkpatch clean-build
 
 help:
 	@echo "make demo            build, boot $(PRESET) and print an A/B table"
 	@echo "make test            the tests: tools, series, kernel builds, a boot for every feature (~45 min fresh)"
 	@echo "make test-full       the rest of the matrix: every preset, jump labels, the lab QEMU (CI runs both)"
 	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
-	@echo "make kernel [CONFIG=test|debug|jumplabel]   build the series; prints the bzImage path"
+	@echo "make kernel [CONFIG=test|debug|jumplabel] [TOPICS=prep,steal,...]   build the series (or some of its topics); prints the bzImage path"
 	@echo "make qemu            build the lab QEMU (steal time under TCG, the parallel clock; docs/lab.md)"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
@@ -32,11 +34,12 @@ help:
 	@echo "make bench-seed      the design's tables under the parallel clock: llc20, numa40, llc2x4 (docs/results.md)"
 	@echo "make bench-guests    the parking design's experiment: guest pairs, request/response, all vs static vs governor"
 	@echo "make compare-kernels [PRESET=...] [PAIR=test|debian]   kernel A vs kernel B, alternating boots"
-	@echo "make deb [FLAVOUR=cloud-amd64]   Debian packages of the series with Debian's config (hours)"
+	@echo "make deb [FLAVOUR=cloud-amd64] [TOPICS=...]   Debian packages of the series (or some topics) with Debian's config (hours)"
 	@echo "make test-deb [FLAVOUR=...]   boot the packaged kernel (not installed) and run the smoke checks"
 	@echo "make stock-kernel    build the pinned 6.12 without the series; prints the bzImage path"
 	@echo "make fresh-check [FRESH=setup|demo|test|deb|qemu]   the README path in a fresh Debian 12 chroot"
 	@echo "make rebase-check [BUMP=1] [BUILD=1]   does the series apply (and build) on every 6.12 the archive offers?"
+	@echo "make bisect-check    build every commit of the series (test config; not in CI)"
 	@echo "make worktree | export-patches | checkpatch   patch developer workflow"
 	@echo "presets:"; if [ -x $(VENV)/bin/schedsteal-vm ]; then $(VENV)/bin/schedsteal-vm presets; \
 		else echo "  (run make setup first)"; fi
@@ -146,6 +149,9 @@ fresh-check:
 
 rebase-check: setup
 	@$(STAGE) rebase-check scripts/rebase-check.sh $(if $(BUMP),--bump) $(if $(BUILD),--build)
+
+bisect-check: setup
+	@$(STAGE) bisect-check scripts/bisect-check.sh
 
 worktree: setup
 	@scripts/worktree.sh

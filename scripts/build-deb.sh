@@ -27,13 +27,26 @@ flavour=${1:-cloud-amd64}
 [[ $flavour =~ ^[a-z0-9-]+$ ]] || die "bad FLAVOUR '$flavour' (expected e.g. cloud-amd64)"
 
 "$REPO/scripts/get-source.sh"
-"$REPO/scripts/apply-series.sh"
+# Some topics only (TOPICS): their own tree, build directory and release
+# name, so that neither the tests' tree nor the whole series' packages
+# are touched.
+topics=$(topics_name) || exit 1
+if [ "$topics" = all ]; then
+	tree=$KTREE
+	"$REPO/scripts/apply-series.sh"
+	top=$CACHE/deb/$flavour
+	localver=sched-steal-$flavour
+else
+	tree=$CACHE/topics/$topics/linux
+	"$REPO/scripts/apply-series.sh" "$tree"
+	top=$CACHE/deb/$flavour-topics-$topics
+	localver=sched-steal-${topics//+/-}-$flavour
+fi
 ver=$(dpkg-query -W -f '${Version}' "$SRC_PKG")
 for t in dpkg-buildpackage fakeroot rsync dh_listpackages openssl; do
 	command -v "$t" >/dev/null || die "$t not found (run scripts/setup-host.sh)"
 done
 
-top=$CACHE/deb/$flavour
 out=$top/build
 
 # Debian's configuration, from the package that matches the source.
@@ -52,7 +65,7 @@ dpkg-deb --fsys-tarfile "$cfgpkg" | tar -xO "$member" | xz -dc >"$top/debian.con
 frag=$top/sched-steal.config
 {
 	cat "$REPO/configs/deb.config"
-	echo "CONFIG_LOCALVERSION=\"-sched-steal-$flavour\""
+	echo "CONFIG_LOCALVERSION=\"-$localver\""
 	if [ "${DEBUG_INFO:-0}" = 1 ]; then
 		echo "# CONFIG_DEBUG_INFO_NONE is not set"
 		echo "CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT=y"
@@ -68,16 +81,16 @@ jobs=${JOBS:-$(($(nproc) + 1))}
 # LOCALVERSION= (set, empty): the release is exactly VERSION + the config's
 # CONFIG_LOCALVERSION, without the "+" setlocalversion adds for a git tree.
 kmake() {
-	make -C "$KTREE" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" LOCALVERSION= "$@"
+	make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" LOCALVERSION= "$@"
 }
 
 stamp=$(cat "$top/debian.config" "$frag" | sha256sum | cut -c1-16)
 if [ "$(cat "$out/.config-stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$out/.config" ]; then
 	log "configuring: Debian's $flavour configuration ($ver) + configs/deb.config"
 	cp "$top/debian.config" "$out/.config"
-	"$KTREE/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$frag" >/dev/null
+	"$tree/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$frag" >/dev/null
 	kmake -s olddefconfig >/dev/null
-	"$REPO/scripts/check-config.sh" "$out/.config" "$KTREE" "$frag"
+	"$REPO/scripts/check-config.sh" "$out/.config" "$tree" "$frag"
 	echo "$stamp" >"$out/.config-stamp"
 fi
 release=$(kmake -s kernelrelease)

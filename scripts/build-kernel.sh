@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the series as a bzImage, incrementally and through ccache.
 #
-# usage: build-kernel.sh [test|debug|jumplabel] [TREE]
+# usage: [TOPICS=prep,steal,...] build-kernel.sh [test|debug|jumplabel] [TREE]
+# TOPICS (patches/topics) builds some topics of the series only, in a
+# tree and build directory of their own.
 # The config is `make tinyconfig` + configs/test.config (+ configs/debug.config
 # or configs/jumplabel.config).
 # The bzImage path is the only line on stdout; progress goes to stderr.
@@ -16,7 +18,14 @@ jumplabel) frags=("$REPO/configs/test.config" "$REPO/configs/jumplabel.config") 
 *) die "unknown CONFIG '$config' (expected test, debug or jumplabel)" ;;
 esac
 
-if [ "$tree" = "$KTREE" ]; then
+topics=$(topics_name) || exit 1
+if [ "$tree" = "$KTREE" ] && [ "$topics" != all ]; then
+	# Some topics only (TOPICS): a tree and a build directory of their
+	# own, so that the kernels of the whole series keep theirs.
+	tree=$CACHE/topics/$topics/linux
+	"$REPO/scripts/apply-series.sh" "$tree"
+	out=$CACHE/build/$config-topics-$topics
+elif [ "$tree" = "$KTREE" ]; then
 	"$REPO/scripts/apply-series.sh"
 	out=$CACHE/build/$config
 else

@@ -89,17 +89,109 @@ deb_download() { # PACKAGE VERSION DIR
 	echo "$f"
 }
 
+# The kernel series' topics (patches/topics), in the order they apply:
+# one "NAME COUNT AFTER" line each, AFTER a comma-separated list of the
+# topics it must be applied after, or "-".
+topics_table() {
+	local f=$REPO/patches/topics
+	[ -r "$f" ] || die "no topics file $f"
+	awk '!/^[[:space:]]*(#|$)/ { print $1, $2, $3 }' "$f"
+}
+
+# Die unless patches/topics is well formed: a name (lower case, not a
+# name patches/ uses itself), a patch count and the earlier topics it
+# comes after ("-" for none) on every line, each name once.
+check_topics_table() {
+	local f=$REPO/patches/topics err
+	[ -r "$f" ] || die "no topics file $f"
+	err=$(awk '
+		/^[[:space:]]*(#|$)/ { next }
+		{
+			where = FILENAME ":" FNR ": "
+			if (NF < 4) { print where "expected: NAME PATCHES AFTER KIND [WHAT]"; exit }
+			if ($1 !~ /^[a-z][a-z0-9-]*$/ || $1 ~ /^(covers|series|topics)$/) { print where "bad topic name \"" $1 "\""; exit }
+			if ($1 in seen) { print where "topic \"" $1 "\" twice"; exit }
+			if ($2 !~ /^[1-9][0-9]*$/) { print where "bad patch count \"" $2 "\""; exit }
+			if ($4 !~ /^(prep|submission|rfc|tool)$/) { print where "bad kind \"" $4 "\" (prep, submission, rfc or tool)"; exit }
+			if ($3 != "-") {
+				n = split($3, after, ",")
+				for (i = 1; i <= n; i++)
+					if (!(after[i] in seen)) { print where "\"" $1 "\" comes after \"" after[i] "\", which is not an earlier topic"; exit }
+			}
+			seen[$1] = 1
+		}' "$f")
+	[ -z "$err" ] || die "$err"
+}
+
+# The topics $TOPICS selects (comma- or space-separated; unset, empty or
+# "all": every topic), in the table's order, one per line. An unknown
+# topic, or one whose AFTER topics are not selected too, is an error.
+selected_topics() {
+	local want=${TOPICS:-all} name count after t known=() sel=() words=()
+	want=${want//,/ }
+	check_topics_table
+	while read -r name count after; do known+=("$name"); done < <(topics_table)
+	if [ "$want" = all ]; then
+		printf '%s\n' "${known[@]}"
+		return 0
+	fi
+	read -r -a words <<<"$want" # no globbing of the names
+	[ "${#words[@]}" -gt 0 ] || die "TOPICS='$TOPICS' names no topic (the topics: ${known[*]}; or all)"
+	want=" ${words[*]} "
+	for t in "${words[@]}"; do
+		[[ " ${known[*]} " == *" $t "* ]] ||
+			die "TOPICS: unknown topic '$t' (the topics: ${known[*]}; or all)"
+	done
+	while read -r name count after; do
+		[[ " $want " == *" $name "* ]] || continue
+		for t in ${after//,/ }; do
+			[ "$t" = - ] || [[ " $want " == *" $t "* ]] ||
+				die "TOPICS: topic '$name' must be applied after '$t' (patches/topics); add it"
+		done
+		sel+=("$name")
+	done < <(topics_table)
+	printf '%s\n' "${sel[@]}"
+}
+
+# A name for the selection, for build and tree directories: "all" or the
+# selected topics joined with "+".
+topics_name() {
+	local sel all
+	# Explicit exits: a command substitution does not inherit set -e.
+	sel=$(selected_topics | paste -sd+) || exit 1
+	all=$(topics_table | awk '{print $1}' | paste -sd+) || exit 1
+	[ "$sel" != "$all" ] || sel=all
+	echo "$sel"
+}
+
+# A bad TOPICS stops every script at once, before anything reads the
+# series (series_files also runs where a failure would go unseen).
+if [ -n "${TOPICS:-}" ]; then
+	topics_name >/dev/null || exit 1
+fi
+
 # Patches listed in DIR/series (default: the kernel's patches/), in
 # order, one path per line. A listed file that is missing or empty is an
-# error: never skip a patch.
+# error: never skip a patch. For the kernel's series, only the topics
+# $TOPICS selects (selected_topics); a kernel patch lives in
+# patches/TOPIC/.
 series_files() { # [DIR]
-	local p dir=${1:-$REPO/patches}
+	local p dir=${1:-$REPO/patches} sel= all=
 	[ -r "$dir/series" ] || die "no series file in $dir"
+	if [ "$dir" = "$REPO/patches" ] && [ -e "$dir/topics" ]; then
+		sel=" $(selected_topics | paste -sd' ') " || exit 1
+		all=" $(topics_table | awk '{print $1}' | paste -sd' ') " || exit 1
+	fi
 	while IFS= read -r p || [ -n "$p" ]; do
 		p=${p%%#*}
 		p=$(printf '%s' "$p" | tr -d '[:space:]')
 		[ -n "$p" ] || continue
 		[ -s "$dir/$p" ] || die "${dir#"$REPO"/}/series lists '$p' but ${dir#"$REPO"/}/$p is missing or empty"
+		if [ -n "$all" ]; then
+			[[ $p == */* && $all == *" ${p%%/*} "* ]] ||
+				die "${dir#"$REPO"/}/series lists '$p', which is in no topic of ${dir#"$REPO"/}/topics"
+			[[ $sel == *" ${p%%/*} "* ]] || continue
+		fi
 		printf '%s\n' "$dir/$p"
 	done <"$dir/series"
 }

@@ -4,6 +4,7 @@ and round-trips through the developer workflow without noise.
 These tests use a scratch git worktree of the kernel tree in the cache
 directory, so they never disturb the build tree's timestamps.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -44,9 +45,52 @@ def copy_repo(tmp_path):
 
 def test_every_listed_patch_exists_and_every_patch_is_listed():
     listed = series()
-    on_disk = sorted(p.name for p in (REPO / "patches").glob("*.patch"))
+    patches = REPO / "patches"
+    on_disk = sorted(str(p.relative_to(patches)) for p in patches.rglob("*.patch")
+                     if p.name != "0000-cover-letter.patch")
     assert sorted(listed) == on_disk
     assert len(set(listed)) == len(listed)
+
+
+def test_every_topic_has_a_cover_letter_with_its_patches():
+    """make export-patches writes each topic's cover letter from
+    patches/covers/TOPIC.txt: a real subject and text, the topic's own
+    shortlog."""
+    for name, count, _ in topics():
+        cover = (REPO / "patches" / name / "0000-cover-letter.patch").read_text()
+        assert "*** SUBJECT HERE ***" not in cover and "*** BLURB HERE ***" not in cover
+        subject = (REPO / "patches" / "covers" / f"{name}.txt").read_text().splitlines()[0]
+        assert re.search(rf"^Subject: \[(RFC )?PATCH 0+/{count}\] {re.escape(subject)}$", cover, re.M), name
+        assert re.search(rf"^sched-steal developers \({count}\):$", cover, re.M), name
+        assert "\nWhat: " in cover and "Applies on: " in cover, name
+
+
+def topics():
+    """(name, patches, after) of every topic in patches/topics, in order."""
+    rows = []
+    for line in (REPO / "patches" / "topics").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, count, after = line.split()[:3]
+            rows.append((name, int(count), [] if after == "-" else after.split(",")))
+    return rows
+
+
+@pytest.mark.parametrize("topic", [t[0] for t in topics()])
+def test_each_topic_applies_after_only_the_topics_it_names(topic, tmp_path):
+    """A topic applied with only the topics patches/topics says it comes
+    after. Where those are all the topics before it, the whole series'
+    application shows it; the others are applied here."""
+    rows = topics()
+    names = [r[0] for r in rows]
+    after = dict((r[0], r[2]) for r in rows)[topic]
+    if after == names[:names.index(topic)]:
+        return
+    env = dict(os.environ, TOPICS=",".join(after + [topic]))
+    p = subprocess.run([str(REPO / "scripts" / "apply-series.sh"), str(SCRATCH)], cwd=REPO,
+                       env=env, text=True, capture_output=True)
+    assert p.returncode == 0, p.stderr
+    n = sh("git", "rev-list", "--count", "base..HEAD", cwd=SCRATCH).stdout.strip()
+    assert int(n) == sum(r[1] for r in rows if r[0] in after + [topic])
 
 
 def test_series_applies_to_pristine_base():
@@ -102,7 +146,7 @@ def test_export_round_trip_has_no_noise(tmp_path):
 def test_missing_patch_is_an_error_not_a_skip(tmp_path):
     repo = copy_repo(tmp_path)
     with open(repo / "patches" / "series", "a") as f:
-        f.write("9999-sched-does-not-exist.patch\n")
+        f.write("nirelax/9999-sched-does-not-exist.patch\n")
     p = sh(str(repo / "scripts" / "apply-series.sh"), str(SCRATCH), check=False)
     assert p.returncode != 0
     assert "9999-sched-does-not-exist.patch" in p.stderr and "missing" in p.stderr
@@ -110,7 +154,7 @@ def test_missing_patch_is_an_error_not_a_skip(tmp_path):
 
 def test_patch_that_does_not_apply_fails_clearly(tmp_path):
     repo = copy_repo(tmp_path)
-    bad = repo / "patches" / "9999-bogus.patch"
+    bad = repo / "patches" / "nirelax" / "9999-bogus.patch"
     bad.write_text(
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         "From: Test <test@example.com>\nDate: Sat, 1 Jan 2000 00:00:00 +0000\n"
@@ -119,7 +163,7 @@ def test_patch_that_does_not_apply_fails_clearly(tmp_path):
         "diff --git a/Makefile b/Makefile\n--- a/Makefile\n+++ b/Makefile\n"
         "@@ -1,3 +1,3 @@\n no such line\n-in the kernel\n+Makefile at all\n context\n")
     with open(repo / "patches" / "series", "a") as f:
-        f.write("9999-bogus.patch\n")
+        f.write("nirelax/9999-bogus.patch\n")
     p = sh(str(repo / "scripts" / "apply-series.sh"), str(SCRATCH), check=False)
     assert p.returncode != 0
     assert "does not apply" in p.stderr and "9999-bogus.patch" in p.stderr

@@ -193,28 +193,30 @@ register_version(16, CPU_FIELDS, domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
 register_version(17, CPU_FIELDS, domain_fields(LB_FIELDS_V17, IDLE_ORDER_V16), domain_has_name=True,
                  kernels="Linux 6.14 and later (checked on Debian's 7.3.4)")
 
-# The sched-steal series (patches/): version 16 plus ten cpu-line fields.
-# Out of mainline's sequence on purpose (mainline's 17 changed the domain
-# lines); see Documentation/scheduler/sched-stats.rst in the series.
+# The sched-steal series (patches/): version 16 plus cpu-line fields, out
+# of mainline's sequence on purpose (mainline's 17 changed the domain
+# lines); see Documentation/scheduler/sched-stats.rst in the series. Since
+# stop 38 the series writes one layout, 118, whatever topics are applied;
+# 116 and 117 were written by its builds before, and are still read.
 STEAL_CPU_FIELDS = ["found_idle_cpu_easy", "found_idle_cpu", "found_idle_core",
                     "nofound_idle_cpu", "recent_used_hit", "recent_used_miss",
                     "find_time", "steal_attempt", "steal", "steal_fail"]
 register_version(116, CPU_FIELDS + STEAL_CPU_FIELDS,
                  domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
-                 kernels="6.12 + sched-steal 0006-0018: 16 and 10 cpu fields")
+                 kernels="6.12 + sched-steal, stop 37 patches 0006-0018: 16 and 10 cpu fields")
 # The parking patches add three: pushes run by a parked CPU, tasks moved
 # off it (by any path), tasks found that may run on parked CPUs only.
 PARK_CPU_FIELDS = ["park_push", "park_evac", "park_pinned"]
 register_version(117, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS,
                  domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
-                 kernels="6.12 + sched-steal 0019-0032: 116 and 3 parked-CPU fields")
+                 kernels="6.12 + sched-steal, stop 37 patches 0019-0032: 116 and 3 parked-CPU fields")
 # STEAL_NODE and STEAL_NUMA add three: searches that went beyond the LLC,
 # tasks stolen from another LLC of the node, from another node (both also
 # counted in steal).
 FAR_STEAL_CPU_FIELDS = ["steal_beyond", "steal_node", "steal_numa"]
 register_version(118, CPU_FIELDS + STEAL_CPU_FIELDS + PARK_CPU_FIELDS + FAR_STEAL_CPU_FIELDS,
                  domain_fields(LB_FIELDS_V15, IDLE_ORDER_V16),
-                 kernels="6.12 + sched-steal 0033 on: 117 and 3 far-steal fields")
+                 kernels="6.12 + sched-steal: stop 37 patch 0033 on; every topic from stop 38 (prep/0003)")
 
 
 # ------------------------------------------------------------- data model --
