@@ -75,6 +75,27 @@ def topics():
     return rows
 
 
+def test_the_topics_table_matches_patches_and_series():
+    """Each topic's count in patches/topics covers exactly its directory's
+    patches, numbered from 1, in patches/series' order; "after" names
+    earlier topics only."""
+    rows = topics()
+    listed = series()
+    assert sum(c for _, c, _ in rows) == len(listed)
+    at = 0
+    seen = []
+    for name, count, after in rows:
+        mine = listed[at:at + count]
+        assert all(s.startswith(name + "/") for s in mine), (name, mine)
+        on_disk = sorted(p.name for p in (REPO / "patches" / name).glob("*.patch")
+                         if p.name != "0000-cover-letter.patch")
+        assert on_disk == sorted(s.split("/", 1)[1] for s in mine)
+        assert [s.split("/", 1)[1][:4] for s in mine] == [f"{i:04d}" for i in range(1, count + 1)]
+        assert all(a in seen for a in after), (name, after)
+        seen.append(name)
+        at += count
+
+
 @pytest.mark.parametrize("topic", [t[0] for t in topics()])
 def test_each_topic_applies_after_only_the_topics_it_names(topic, tmp_path):
     """A topic applied with only the topics patches/topics says it comes

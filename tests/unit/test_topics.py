@@ -1,6 +1,7 @@
 """The kernel series' topics (patches/topics): which patches a TOPICS
 selection gives, in which order, and the errors for a bad one. lib.sh is
-run from a copy of the repository whose patches/ the tests write."""
+run from a copy of the repository whose patches/ the tests write. The
+real table against the real patches is tests/series/test_series.py's."""
 import os
 import shutil
 import subprocess
@@ -99,34 +100,6 @@ def test_a_tool_topic_needs_only_what_it_names(repo):
     p = lib(repo, "series_files", "prep,nirelax")
     assert p.returncode == 0, p.stderr
     assert files(p, repo) == ["prep/0001-a.patch", "nirelax/0001-e.patch"]
-
-
-def table():
-    rows = []
-    for line in (REPO / "patches" / "topics").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            name, count, after = line.split()[:3]
-            rows.append((name, int(count), [] if after == "-" else after.split(",")))
-    return rows
-
-
-def test_the_real_table_matches_patches_and_series():
-    rows = table()
-    series = [s for s in (REPO / "patches" / "series").read_text().split() if s]
-    assert sum(c for _, c, _ in rows) == len(series)
-    at = 0
-    seen = []
-    for name, count, after in rows:
-        mine = series[at:at + count]
-        assert all(s.startswith(name + "/") for s in mine), (name, mine)
-        on_disk = sorted(p.name for p in (REPO / "patches" / name).glob("*.patch")
-                         if p.name != "0000-cover-letter.patch")
-        assert on_disk == sorted(s.split("/", 1)[1] for s in mine)
-        # Numbered from 1 within the topic.
-        assert [s.split("/", 1)[1][:4] for s in mine] == [f"{i:04d}" for i in range(1, count + 1)]
-        assert all(a in seen for a in after), (name, after)
-        seen.append(name)
-        at += count
 
 
 @pytest.mark.parametrize("line,message", [
