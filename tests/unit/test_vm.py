@@ -57,6 +57,7 @@ REPORTS = [
     ("irq-lock-inversion.txt", ["lockdep"]),
     ("rcu-stall.txt", ["RCU stall"]),
     ("rcu-self-stall.txt", ["RCU stall"]),
+    ("rcu-lost-timer.txt", ["RCU stall"] * 4),
     ("hung-task.txt", ["hung task"]),
     ("soft-lockup.txt", ["lockup"]),
     ("hard-lockup.txt", ["lockup"]),
@@ -589,6 +590,50 @@ def test_host_crash_is_only_a_silent_death_during_boot(console, output, died, cr
     res = vm.RunResult(status=255, output=output, dmesg=console, splats=vm.scan_dmesg(console),
                        timed_out=False, console=console, died=died)
     assert res.host_crash is crash
+
+
+def _stalled(text):
+    log = fixture("clean-boot.txt") + text
+    return vm.RunResult(status=0, output="{}", dmesg=log, splats=vm.scan_dmesg(log),
+                        timed_out=False)
+
+
+def test_lost_timer_is_an_idle_cpu_whose_timer_never_fired():
+    """CI's 16-vCPU boot: the kthread's timer sat on CPU 10, which every
+    NMI found halted."""
+    assert _stalled(fixture("rcu-lost-timer.txt")).lost_timer
+
+
+@pytest.mark.parametrize("change", [
+    # a CPU spinning in the scheduler with interrupts off also stops the
+    # kthread's timer: the backtrace shows where it spins
+    lambda t: t.replace("[  140.476830] RIP: 0010:pv_native_safe_halt+0x17/0x20",
+                        "[  140.476830] RIP: 0010:steal_from+0x88/0x2b0"),
+    lambda t: t.replace("Comm: swapper/10 Tainted: G                 N 6.12.117-sched-steal+ #24 \n"
+                        "[   33.078012]",
+                        "Comm: hackbench Tainted: G                 N 6.12.117-sched-steal+ #24 \n"
+                        "[   33.078012]"),
+    # RCU did not say the timer failed to fire
+    lambda t: t.replace("kthread timer wakeup didn't happen", "kthread timer wakeup late"),
+    lambda t: t.replace("Possible timer handling issue on cpu=10", "Possible issue on cpu=10"),
+    # no NMI ever looked at the timer's CPU
+    lambda t: t.replace("on cpu=10 timer-softirq", "on cpu=11 timer-softirq"),
+    # another report beside the stalls
+    lambda t: t + "[  204.000000] WARNING: CPU: 3 PID: 1 at kernel/sched/fair.c:100 f+0x1/0x2\n",
+])
+def test_lost_timer_needs_every_sign(change):
+    text = fixture("rcu-lost-timer.txt")
+    changed = change(text)
+    assert changed != text
+    assert not _stalled(changed).lost_timer
+
+
+def test_scheduler_stall_fixtures_are_not_lost_timers():
+    """The recorded stall in steal_from() (interrupts off, the kthread's
+    timer stuck behind it) and the self-detected stall must still fail."""
+    assert not _stalled(fixture("rcu-stall.txt")).lost_timer
+    assert not _stalled(fixture("rcu-self-stall.txt")).lost_timer
+    assert not _stalled("").lost_timer
 
 
 def test_short_guest_command_stays_on_the_kernel_command_line(tmp_path):

@@ -56,11 +56,19 @@ def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
     """Run cmd in a guest; fail with the guest's output on any problem.
     keep: a directory that receives the guest's $SCHEDSTEAL_OUT files.
     A boot that QEMU itself ended before the kernel reached user space
-    (RunResult.host_crash) is tried once more, with a warning."""
+    (RunResult.host_crash), or whose only reports are RCU stalls caused by
+    a timer that never fired (RunResult.lost_timer), is tried once more,
+    with a warning that carries the first boot's reports; the second boot
+    must be clean."""
     res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     if res.host_crash:
         warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
                       f"booting again. Console:\n{vm.tail(res.console, 5)}")
+        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
+    elif res.lost_timer:
+        warnings.warn(f"{preset}: RCU stalls from a guest timer that never fired "
+                      "(not a scheduler report); booting again. Reports:\n"
+                      + vm.splat_context(res.dmesg, res.splats))
         res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     assert not res.timed_out, (f"guest timed out:\n{res.output[-4000:]}\n"
                                f"console:\n{vm.tail(res.console)}")
