@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Build the series as a bzImage, incrementally and through ccache.
 #
-# usage: [TOPICS=prep,steal,...] build-kernel.sh [test|debug|jumplabel] [TREE]
+# usage: [TOPICS=prep,steal,...] build-kernel.sh [test|debug|jumplabel|kcsan] [TREE]
 # TOPICS (patches/topics) builds some topics of the series only, in a
 # tree and build directory of their own.
-# The config is `make tinyconfig` + configs/test.config (+ configs/debug.config
-# or configs/jumplabel.config).
+# The config is `make tinyconfig` + configs/test.config (+ configs/debug.config,
+# configs/jumplabel.config or configs/kcsan.config).
 # The bzImage path is the only line on stdout; progress goes to stderr.
 . "$(dirname "$0")/lib.sh"
 
@@ -15,7 +15,8 @@ case "$config" in
 test) frags=("$REPO/configs/test.config") ;;
 debug) frags=("$REPO/configs/test.config" "$REPO/configs/debug.config") ;;
 jumplabel) frags=("$REPO/configs/test.config" "$REPO/configs/jumplabel.config") ;;
-*) die "unknown CONFIG '$config' (expected test, debug or jumplabel)" ;;
+kcsan) frags=("$REPO/configs/test.config" "$REPO/configs/kcsan.config") ;;
+*) die "unknown CONFIG '$config' (expected test, debug, jumplabel or kcsan)" ;;
 esac
 
 topics=$(topics_name) || exit 1
@@ -37,7 +38,7 @@ command -v ccache >/dev/null || die "ccache not found (run scripts/setup-host.sh
 
 jobs=$(($(nproc) + 1))
 # Objects in a full build, for the first progress estimate (measured).
-declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420 [jumplabel]=1410)
+declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420 [jumplabel]=1410 [kcsan]=1420)
 kmake() { make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" "$@"; }
 
 # Regenerate .config only when a fragment changed: olddefconfig rewrites

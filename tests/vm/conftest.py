@@ -1,7 +1,8 @@
 """Shared fixtures for tests that boot a guest.
 
 The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG /
-$SCHEDSTEAL_KERNEL_JUMPLABEL (set by `make test`), or is built on first
+$SCHEDSTEAL_KERNEL_JUMPLABEL / $SCHEDSTEAL_KERNEL_KCSAN (set by `make test`
+and `make test-kcsan`), or is built on first
 use. The jump-label kernel boots under single-threaded TCG (vm.py sees
 CONFIG_JUMP_LABEL in its build directory).
 """
@@ -45,6 +46,11 @@ def jumplabel_kernel():
     return k
 
 
+@pytest.fixture(scope="session")
+def kcsan_kernel():
+    return _kernel("kcsan")
+
+
 @pytest.fixture(params=["test", "debug"])
 def any_kernel(request):
     """Each kernel in turn: for tests that must also hold on the debug
@@ -76,6 +82,17 @@ def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
     assert not res.died, ("guest stopped before the command finished; console:\n"
                           + vm.tail(res.console))
     assert res.dmesg, "no kernel log came back from the guest"
+    return res
+
+
+def boot_raw(kernel, preset, cmd, timeout=900, append=None):
+    """vm.run() with boot()'s second try after a QEMU crash during boot,
+    and no verdict: for a test that sorts the kernel's reports itself."""
+    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
+    if res.host_crash:
+        warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
+                      f"booting again. Console:\n{vm.tail(res.console, 5)}")
+        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
     return res
 
 

@@ -1,0 +1,121 @@
+"""schedsteal-kcsan: parsing KCSAN reports and sorting them into the
+series' and the base kernel's."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from schedsteal import kcsan
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "kcsan" / "storm.txt"
+
+PATCH = """\
+From 1 Mon Sep 17 00:00:00 2001
+Subject: [PATCH] sched/fair: a patch
+
+--- a/kernel/sched/fair.c
++++ b/kernel/sched/fair.c
+@@ -10,6 +10,12 @@ static int sched_balance_newidle(struct rq *this_rq, struct rq_flags *rf)
+ 	int x;
++	if (steal_enabled())
++		return 1;
++static void steal_from(struct rq *dst_rq, int cpu)
++{
++	return;
++}
++int steal_declared(int cpu);
+--- a/Documentation/scheduler/sched-steal.rst
++++ b/Documentation/scheduler/sched-steal.rst
+@@ -1,3 +1,4 @@ Stealing
++doc_function(x) is not code
+"""
+
+
+def test_reports_are_parsed_with_both_stacks():
+    reports = kcsan.parse_reports(FIXTURE.read_text())
+    assert [r.title for r in reports] == [
+        "sis_idle_exit / steal_from", "n_tty_receive_buf_common / n_tty_write",
+        "sis_idle_exit / steal_from", "tick_nohz_idle_stop_tick+0x1d2/0x3a0"]
+    first = reports[0]
+    assert first.kind == "data-race"
+    assert [(a.op, a.size, a.context, a.cpu) for a in first.accesses] == [
+        ("write", 8, "task 0", 3), ("read", 8, "task 0", 1)]
+    assert first.accesses[0].frames[:2] == ["sis_idle_exit", "do_idle"]
+    assert first.accesses[1].frames == ["steal_from", "sched_balance_newidle",
+                                        "pick_next_task_fair"]
+    # "read (marked)", symbols with a suffix, and the one-stack report
+    assert reports[1].accesses[0].op == "read"
+    assert reports[1].accesses[0].frames[1] == "file_tty_write"
+    assert reports[3].accesses[0].frames == ["tick_nohz_idle_stop_tick", "do_idle"]
+
+
+def test_series_functions_are_definitions_and_changed_contexts(tmp_path):
+    (tmp_path / "steal").mkdir()
+    (tmp_path / "steal" / "0001-a.patch").write_text(PATCH)
+    (tmp_path / "steal" / "0000-cover-letter.patch").write_text(
+        PATCH.replace("steal_from", "cover_only"))
+    got = kcsan.series_functions(tmp_path)
+    assert got == {"sched_balance_newidle", "steal_from"}
+
+
+def test_the_real_series_names_its_own_functions():
+    got = kcsan.series_functions()
+    assert {"steal_from", "sis_idle_exit", "sched_park_update", "sparsemask_set_elem"} <= got
+    assert "n_tty_write" not in got and "do_idle" not in got
+
+
+def test_classify_counts_races_and_blames_the_series_first():
+    reports = kcsan.parse_reports(FIXTURE.read_text())
+    rows = kcsan.classify(reports, {"steal_from", "sis_idle_exit"})
+    assert [(r["owner"], r["count"], r["title"]) for r in rows] == [
+        ("series", 2, "sis_idle_exit / steal_from"),
+        ("base", 1, "n_tty_receive_buf_common / n_tty_write"),
+        ("base", 1, "tick_nohz_idle_stop_tick+0x1d2/0x3a0")]
+    assert rows[0]["series_frames"] == ["sis_idle_exit", "steal_from"]
+
+
+def test_only_the_top_frames_count():
+    reports = kcsan.parse_reports(FIXTURE.read_text())
+    # pick_next_task_fair is the third frame of the read: outside 2 frames
+    assert all(r["owner"] == "base"
+               for r in kcsan.classify(reports, {"pick_next_task_fair"}, frames=2))
+    assert kcsan.classify(reports, {"pick_next_task_fair"}, frames=3)[0]["owner"] == "series"
+
+
+def test_cli_exit_status_says_whose_races(tmp_path, capsys):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "0001-a.patch").write_text(PATCH)
+    assert kcsan.main([str(FIXTURE), "--patches", str(tmp_path / "p")]) == 1
+    out = capsys.readouterr().out
+    assert "4 KCSAN reports, 3 distinct; 1 distinct in the series' functions" in out
+    assert re.search(r"^series +2 +data-race +sis_idle_exit / steal_from +sched_balance_newidle, steal_from$", out, re.M)
+    clean = tmp_path / "clean.txt"
+    clean.write_text("[    0.000000] Linux version 6.12\n")
+    assert kcsan.main([str(clean), "--patches", str(tmp_path / "p")]) == 0
+    assert capsys.readouterr().out.strip() == "no KCSAN reports"
+    assert kcsan.main([str(FIXTURE), "--patches", str(tmp_path / "p"), "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["owner"] == "series" and rows[0]["count"] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.txt"], "missing.txt: No such file"),
+    (["NOTLOG"], "no kernel log in it"),
+    (["FIXTURE", "--patches", "EMPTY"], "no patches under"),
+])
+def test_bad_input_is_a_clear_error(tmp_path, capsys, args, message):
+    (tmp_path / "notlog.txt").write_text("hello\n")
+    (tmp_path / "empty").mkdir()
+    subst = {"NOTLOG": str(tmp_path / "notlog.txt"), "FIXTURE": str(FIXTURE),
+             "EMPTY": str(tmp_path / "empty"), "missing.txt": str(tmp_path / "missing.txt")}
+    argv = [subst.get(a, a) for a in args]
+    assert kcsan.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_frames_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as exc:
+        kcsan.main([str(FIXTURE), "--frames", "0"])
+    assert exc.value.code == 2
+    assert "schedsteal-kcsan: error: --frames must be 1 or more" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""schedsteal-kcsan: sort a kernel log's KCSAN reports into the series'
+and the base kernel's.
+
+A KCSAN report ("BUG: KCSAN: data-race in A / B") names two accesses,
+each with its stack. The report is the series' when one of the first
+FRAMES frames (default 2: the function that made the access and its
+caller, since inlined helpers are shown as their caller) of either access
+is a function the series adds or changes; otherwise it is the base's.
+"Changes" is read from the patches: every function a patch defines on a
+`+` line, and every function a hunk header names as the context of a
+change. That is a superset (a hunk at the top of a function names the
+function before it), which errs towards blaming the series.
+
+usage: schedsteal-kcsan [--patches DIR] [--frames N] [--json] LOG
+
+The table lists one line per distinct race (the report's title), with its
+count, owner (series or base) and the frames that decided it. Exit status:
+0 when no report is the series', 1 when one is, 2 on bad input (a missing
+or unreadable file, a log with no kernel log in it, no patches).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+from .cli import ToolParser
+from .table import format_table
+
+TOOL = "schedsteal-kcsan"
+REPO = Path(__file__).resolve().parents[2]
+PATCHES = REPO / "patches"
+
+# The kernel log prefix: "[   12.345678] " or "<4>[...] " or a bare line.
+_PREFIX = re.compile(r"^(?:<\d+>)?(?:\[\s*\d+\.\d+\]\s?)?")
+_TITLE = re.compile(r"BUG: KCSAN: (\S+) in (.+?)\s*$")
+_ACCESS = re.compile(r"^(?:race at unknown origin, with )?"
+                     r"(read|write|read-write|assert no accesses|assert no writes)"
+                     r"(?: \(marked\))?(?: \(reordered\))? to 0x[0-9a-f]+ of (\d+) bytes? "
+                     r"by (task \d+|interrupt) on cpu (\d+):")
+_FRAME = re.compile(r"^\s*(?:\?\s*)?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+_END = re.compile(r"^={20,}\s*$")
+# C function definitions a patch adds: type and name at column 0, an
+# opening parenthesis, and no semicolon (a declaration) on the line.
+_DEF = re.compile(r"^\+(?!\s)(?!(?:if|for|while|switch|return|else|do|case|goto)\b)"
+                  r"[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*\((?!.*;\s*$)")
+_HUNK = re.compile(r"^@@ [^@]+ @@ (.*)$")
+_CTX_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+class KcsanError(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Access:
+    op: str            # read, write, read-write, ...
+    size: int
+    context: str       # "task 123" or "interrupt"
+    cpu: int
+    frames: list[str]
+
+
+@dataclasses.dataclass
+class Report:
+    kind: str          # data-race, assert: race, ...
+    title: str         # "A / B"
+    lineno: int
+    accesses: list[Access]
+
+    def top(self, n: int) -> list[str]:
+        return [f for a in self.accesses for f in a.frames[:n]]
+
+
+def _strip(line: str) -> str:
+    return _PREFIX.sub("", line, count=1)
+
+
+def parse_reports(text: str) -> list[Report]:
+    """Every KCSAN report in a kernel log, in order."""
+    reports, cur, acc = [], None, None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = _strip(raw).rstrip()
+        m = _TITLE.search(line)
+        if m:
+            cur = Report(m[1], m[2], n, [])
+            reports.append(cur)
+            acc = None
+            continue
+        if cur is None:
+            continue
+        if _END.match(line) or line.startswith("Reported by Kernel Concurrency Sanitizer"):
+            cur, acc = None, None
+            continue
+        m = _ACCESS.match(line.strip())
+        if m:
+            acc = Access(m[1], int(m[2]), m[3], int(m[4]), [])
+            cur.accesses.append(acc)
+            continue
+        if not line.strip():
+            acc = None
+            continue
+        m = _FRAME.match(line)
+        if m and acc is not None:
+            acc.frames.append(m[1].split(".")[0])
+    return reports
+
+
+def series_functions(patches: Path = PATCHES) -> set[str]:
+    """The functions the series' patches define or change (see the module
+    docstring); a KcsanError when there is no patch to read."""
+    files = sorted(Path(patches).rglob("*.patch"))
+    files = [f for f in files if not f.name.startswith("0000-")]
+    if not files:
+        raise KcsanError(f"no patches under {patches}")
+    names: set[str] = set()
+    for f in files:
+        src = None
+        for line in f.read_text(errors="replace").splitlines():
+            if line.startswith("+++ "):
+                src = line[4:]
+                continue
+            if not src or not src.endswith((".c", ".h")):
+                continue
+            m = _DEF.match(line)
+            if m:
+                names.add(m[1])
+                continue
+            m = _HUNK.match(line)
+            if m:
+                ctx = _CTX_NAME.findall(m[1])
+                if ctx:
+                    names.add(ctx[0])
+    return names
+
+
+def classify(reports: list[Report], funcs: set[str], frames: int = 2) -> list[dict]:
+    """One row per distinct race (kind and title): count, owner, and the
+    top frames of the first report of it that decided the owner."""
+    rows: dict[tuple, dict] = {}
+    for r in reports:
+        key = (r.kind, r.title)
+        hits = [f for f in r.top(frames) if f in funcs]
+        row = rows.setdefault(key, {"kind": r.kind, "title": r.title, "count": 0,
+                                    "owner": "base", "series_frames": [],
+                                    "first_line": r.lineno,
+                                    "frames": [a.frames[:frames] for a in r.accesses]})
+        row["count"] += 1
+        if hits and row["owner"] == "base":
+            row["owner"] = "series"
+            row["series_frames"] = sorted(set(hits))
+    return sorted(rows.values(), key=lambda x: (x["owner"] != "series", x["first_line"]))
+
+
+def render(rows: list[dict]) -> str:
+    if not rows:
+        return "no KCSAN reports"
+    out = [f"{sum(r['count'] for r in rows)} KCSAN reports, {len(rows)} distinct; "
+           f"{sum(r['owner'] == 'series' for r in rows)} distinct in the series' functions"]
+    table = [("owner", "count", "kind", "race (access 1 / access 2)", "series functions")]
+    for r in rows:
+        table.append((r["owner"], r["count"], r["kind"], r["title"],
+                      ", ".join(r["series_frames"]) or "-"))
+    out += format_table(table, left=(0, 2, 3, 4))
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    p = ToolParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    p.add_argument("log", help="a kernel log (the guest's dmesg or console)")
+    p.add_argument("--patches", default=str(PATCHES), metavar="DIR",
+                   help="the series' patches (default: this checkout's patches/)")
+    p.add_argument("--frames", type=int, default=2, metavar="N",
+                   help="frames of each access that may name a series function (default 2)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+    if args.frames < 1:
+        p.error("--frames must be 1 or more")
+    try:
+        try:
+            text = Path(args.log).read_text(errors="replace")
+        except OSError as exc:
+            raise KcsanError(f"cannot read {args.log}: {exc.strerror or exc}") from None
+        if not re.search(r"^(?:<\d+>)?\[\s*\d+\.\d+\]|Linux version ", text, re.M):
+            raise KcsanError(f"{args.log}: no kernel log in it")
+        rows = classify(parse_reports(text), series_functions(Path(args.patches)), args.frames)
+    except KcsanError as exc:
+        print(f"{TOOL}: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(rows, indent=2) if args.json else render(rows))
+    return 1 if any(r["owner"] == "series" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
