@@ -212,6 +212,12 @@ make_base_commit() { # DIR SUBJECT
 		git config user.name "sched-steal base"
 		git config user.email "base@sched-steal.invalid"
 		git config core.abbrev 12
+		# The commit of ~90,000 files starts an automatic gc; in the
+		# foreground, so that nothing still writes in the tree when the
+		# caller goes on (fresh-check's cleanup once met a detached gc
+		# repacking it: "rm: cannot remove .git: Directory not empty").
+		git config gc.autoDetach false
+		git config maintenance.autoDetach false
 		git add -A -f
 		GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
 			git commit -q -m "$2"
