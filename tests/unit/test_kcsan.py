@@ -119,3 +119,76 @@ def test_frames_must_be_positive(capsys):
         kcsan.main([str(FIXTURE), "--frames", "0"])
     assert exc.value.code == 2
     assert "schedsteal-kcsan: error: --frames must be 1 or more" in capsys.readouterr().err
+
+
+BASE = "b" * 40
+SERIES = "5" * 40
+
+
+def fake_tools(tree):
+    """git and faddr2line as the kernel tree would answer: fair.c's line
+    200 is the series', every other line the base's; steal_from's access
+    is in a base helper inlined at line 200, sis_idle_exit's at 10."""
+    calls = []
+
+    def run(cmd):
+        calls.append(cmd)
+        if cmd[-2:] == ["rev-parse", "base"]:
+            return BASE + "\n"
+        if cmd[0].endswith("faddr2line"):
+            where = cmd[-1]
+            if where.startswith("steal_from"):
+                return (f"{where}:\ncpumask_test_cpu at {tree}/include/linux/cpumask.h:5\n"
+                        f" (inlined by) steal_from at {tree}/kernel/sched/fair.c:200\n")
+            return f"{where}:\nsis_idle_exit at {tree}/kernel/sched/fair.c:10\n"
+        if "blame" in cmd:
+            path = cmd[-1]
+            return "".join(f"{'^' if path.endswith('.h') else ''}"
+                           f"{SERIES if (path.endswith('fair.c') and n == 200) else BASE}"
+                           f" {n}) code\n" for n in range(1, 301))
+        raise AssertionError(cmd)
+    return run, calls
+
+
+def test_line_owner_blames_the_inline_chain(tmp_path):
+    (tmp_path / "vmlinux").write_text("")
+    run, calls = fake_tools(tmp_path)
+    owner = kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=run)
+    assert owner.chain("steal_from+0x5b/0x2b0") == [
+        ("include/linux/cpumask.h", 5), ("kernel/sched/fair.c", 200)]
+    # the return address less one
+    assert calls[-1][-1] == "steal_from+0x5a/0x2b0"
+    assert owner.series_lines("steal_from+0x5b/0x2b0") == ["kernel/sched/fair.c:200"]
+    assert owner.series_lines("sis_idle_exit+0x4a/0x90") == []
+    # each file is blamed once
+    owner.series_lines("steal_from+0x5b/0x2b0")
+    assert sum("blame" in c for c in calls) == 2
+
+
+def test_classify_by_lines_overrides_the_function_rule(tmp_path):
+    (tmp_path / "vmlinux").write_text("")
+    run, _ = fake_tools(tmp_path)
+    owner = kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=run)
+    reports = kcsan.parse_reports(FIXTURE.read_text())
+    rows = kcsan.classify(reports, {"sis_idle_exit", "steal_from", "do_idle"}, lines=owner)
+    first = rows[0]
+    assert (first["owner"], first["title"]) == ("series", "sis_idle_exit / steal_from")
+    assert first["series_frames"] == ["kernel/sched/fair.c:200"]
+    # a base line in a function the series changed is the base's
+    rows = kcsan.classify(reports[3:], {"tick_nohz_idle_stop_tick"}, lines=owner)
+    assert rows[0]["owner"] == "base"
+
+
+def test_line_owner_refuses_a_tree_without_base(tmp_path):
+    (tmp_path / "vmlinux").write_text("")
+    with pytest.raises(kcsan.KcsanError, match="not a tree with a 'base' tag"):
+        kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=lambda cmd: "fatal\n")
+    with pytest.raises(kcsan.KcsanError, match="no vmlinux"):
+        kcsan.LineOwner(tmp_path / "nothing", tmp_path, run=lambda cmd: BASE)
+
+
+def test_vmlinux_needs_tree(capsys):
+    with pytest.raises(SystemExit) as exc:
+        kcsan.main([str(FIXTURE), "--vmlinux", "v"])
+    assert exc.value.code == 2
+    assert "--vmlinux and --tree go together" in capsys.readouterr().err

@@ -4,12 +4,16 @@ boot of the storm under KCSAN and TCG is too slow for CI's budget).
 guest/stress.sh rewrites the parked set in a loop, toggles STEAL and
 SIS_SPARSE at every hotplug step, unplugs and replugs CPUs, throttles a
 cgroup and runs two SCHED_DEADLINE tasks, with hackbench throughout. The
-kernel log's KCSAN reports are sorted by tools/schedsteal/kcsan.py: a
-report with a frame in a function the series adds or changes fails the
-test; the base kernel's own reports are printed and kept in
+scheduler is instrumented (kernel/sched/Makefile turns KCSAN off there;
+build-kernel.sh turns it back on for fair.o, build_policy.o and
+build_utility.o). The kernel log's KCSAN reports are sorted by
+tools/schedsteal/kcsan.py by source line: a report with an access on a
+line the series wrote (git blame in the tree the kernel was built from)
+fails the test; the base kernel's own reports are printed and kept in
 $CACHE/kcsan/ (dmesg.txt, reports.txt) for the record, not failed on.
 """
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +32,9 @@ def kcsan_run(kcsan_kernel):
     out = vm.cache_dir() / "kcsan"
     out.mkdir(parents=True, exist_ok=True)
     (out / "dmesg.txt").write_text(res.dmesg)
-    rows = kcsan.classify(kcsan.parse_reports(res.dmesg), kcsan.series_functions())
+    # By source line: the vmlinux beside the bzImage, the tree it came from.
+    lines = kcsan.LineOwner(Path(kcsan_kernel).parents[3] / "vmlinux", vm.cache_dir() / "linux")
+    rows = kcsan.classify(kcsan.parse_reports(res.dmesg), kcsan.series_functions(), lines=lines)
     (out / "reports.txt").write_text(kcsan.render(rows) + "\n")
     print(kcsan.render(rows))
     return res, rows

@@ -11,10 +11,21 @@ is a function the series adds or changes; otherwise it is the base's.
 change. That is a superset (a hunk at the top of a function names the
 function before it), which errs towards blaming the series.
 
-usage: schedsteal-kcsan [--patches DIR] [--frames N] [--json] LOG
+usage: schedsteal-kcsan [--patches DIR] [--frames N]
+                        [--vmlinux FILE --tree DIR] [--json] LOG
+
+With --vmlinux (built with line tables) and --tree (the git tree it was
+built from: the base commit tagged "base", the series as commits on it),
+the attribution is by line instead: each access's first frame is mapped
+to its source line and inline chain (scripts/faddr2line, the return
+address less one), and the report is the series' when `git blame` says a
+line of that chain was written by a series commit. That is exact where
+the function rule is not: the series changes large base functions
+(select_task_rq_fair, sched_balance_newidle) whose own races are the
+base's.
 
 The table lists one line per distinct race (the report's title), with its
-count, owner (series or base) and the frames that decided it. Exit status:
+count, owner (series or base) and the frames (or lines) that decided it. Exit status:
 0 when no report is the series', 1 when one is, 2 on bad input (a missing
 or unreadable file, a log with no kernel log in it, no patches).
 """
@@ -41,7 +52,7 @@ _ACCESS = re.compile(r"^(?:race at unknown origin, with )?"
                      r"(read|write|read-write|assert no accesses|assert no writes)"
                      r"(?: \(marked\))?(?: \(reordered\))? to 0x[0-9a-f]+ of (\d+) bytes? "
                      r"by (task \d+|interrupt) on cpu (\d+):")
-_FRAME = re.compile(r"^\s*(?:\?\s*)?([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+")
+_FRAME = re.compile(r"^\s*(?:\?\s*)?(([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+)")
 _END = re.compile(r"^={20,}\s*$")
 # C function definitions a patch adds: type and name at column 0, an
 # opening parenthesis, and no semicolon (a declaration) on the line.
@@ -62,6 +73,7 @@ class Access:
     context: str       # "task 123" or "interrupt"
     cpu: int
     frames: list[str]
+    raw: list[str] = dataclasses.field(default_factory=list)  # "func+0x1a/0x90"
 
 
 @dataclasses.dataclass
@@ -105,7 +117,8 @@ def parse_reports(text: str) -> list[Report]:
             continue
         m = _FRAME.match(line)
         if m and acc is not None:
-            acc.frames.append(m[1].split(".")[0])
+            acc.frames.append(m[2].split(".")[0])
+            acc.raw.append(m[1])
     return reports
 
 
@@ -137,13 +150,74 @@ def series_functions(patches: Path = PATCHES) -> set[str]:
     return names
 
 
-def classify(reports: list[Report], funcs: set[str], frames: int = 2) -> list[dict]:
-    """One row per distinct race (kind and title): count, owner, and the
-    top frames of the first report of it that decided the owner."""
+_AT = re.compile(r"^\s*(?:\(inlined by\)\s*)?(\S+) at (\S+?):(\d+)")
+
+
+class LineOwner:
+    """Who wrote the source line of a frame: faddr2line over vmlinux for
+    the inline chain, git blame in the tree for each of its lines."""
+
+    def __init__(self, vmlinux: str, tree: str, run=None):
+        import subprocess
+        self.vmlinux, self.tree = str(vmlinux), Path(tree)
+        self._run = run or (lambda cmd: subprocess.run(
+            cmd, capture_output=True, text=True, check=False).stdout)
+        if not Path(self.vmlinux).is_file():
+            raise KcsanError(f"no vmlinux at {self.vmlinux}")
+        base = self._run(["git", "-C", str(self.tree), "rev-parse", "base"]).strip()
+        if not re.fullmatch(r"[0-9a-f]{40}", base):
+            raise KcsanError(f"{self.tree}: not a tree with a 'base' tag")
+        self.base = base
+        self._chains: dict[str, list[tuple[str, int]]] = {}
+        self._blame: dict[str, dict[int, str]] = {}
+
+    def chain(self, raw: str) -> list[tuple[str, int]]:
+        """(file, line) of the code at a frame, innermost first. The
+        offset is a return address: one less is the call itself."""
+        if raw not in self._chains:
+            m = re.fullmatch(r"(.+)\+0x([0-9a-f]+)/(0x[0-9a-f]+)", raw)
+            off = max(int(m[2], 16) - 1, 0)
+            out = self._run([str(self.tree / "scripts" / "faddr2line"), self.vmlinux,
+                             f"{m[1]}+{off:#x}/{m[3]}"])
+            prefix = str(self.tree.resolve()) + "/"
+            chain = []
+            for line in out.splitlines():
+                a = _AT.match(line)
+                if a:
+                    path = a[2].replace(prefix, "")
+                    chain.append((path, int(a[3])))
+            self._chains[raw] = chain
+        return self._chains[raw]
+
+    def commit(self, path: str, line: int) -> str | None:
+        if path not in self._blame:
+            out = self._run(["git", "-C", str(self.tree), "blame", "-l", "-s", "HEAD", "--", path])
+            owners = {}
+            for n, ln in enumerate(out.splitlines(), 1):
+                m = re.match(r"^\^?([0-9a-f]{40})", ln)
+                if m:
+                    owners[n] = m[1]
+            self._blame[path] = owners
+        return self._blame[path].get(line)
+
+    def series_lines(self, raw: str) -> list[str]:
+        """The lines of the frame's chain that a series commit wrote."""
+        return [f"{p}:{n}" for p, n in self.chain(raw)
+                if (c := self.commit(p, n)) and c != self.base]
+
+
+def classify(reports: list[Report], funcs: set[str], frames: int = 2,
+             lines: LineOwner | None = None) -> list[dict]:
+    """One row per distinct race (kind and title): count, owner, and what
+    decided it: the series' functions among the top frames, or, with
+    `lines`, the series' lines in each access's first frame."""
     rows: dict[tuple, dict] = {}
     for r in reports:
         key = (r.kind, r.title)
-        hits = [f for f in r.top(frames) if f in funcs]
+        if lines is not None:
+            hits = [x for a in r.accesses if a.raw for x in lines.series_lines(a.raw[0])]
+        else:
+            hits = [f for f in r.top(frames) if f in funcs]
         row = rows.setdefault(key, {"kind": r.kind, "title": r.title, "count": 0,
                                     "owner": "base", "series_frames": [],
                                     "first_line": r.lineno,
@@ -160,7 +234,7 @@ def render(rows: list[dict]) -> str:
         return "no KCSAN reports"
     out = [f"{sum(r['count'] for r in rows)} KCSAN reports, {len(rows)} distinct; "
            f"{sum(r['owner'] == 'series' for r in rows)} distinct in the series' functions"]
-    table = [("owner", "count", "kind", "race (access 1 / access 2)", "series functions")]
+    table = [("owner", "count", "kind", "race (access 1 / access 2)", "series functions or lines")]
     for r in rows:
         table.append((r["owner"], r["count"], r["kind"], r["title"],
                       ", ".join(r["series_frames"]) or "-"))
@@ -175,10 +249,16 @@ def main(argv=None) -> int:
                    help="the series' patches (default: this checkout's patches/)")
     p.add_argument("--frames", type=int, default=2, metavar="N",
                    help="frames of each access that may name a series function (default 2)")
+    p.add_argument("--vmlinux", metavar="FILE",
+                   help="the kernel's vmlinux with line tables: attribute by source line")
+    p.add_argument("--tree", metavar="DIR",
+                   help="with --vmlinux: the git tree it was built from (tag 'base')")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     if args.frames < 1:
         p.error("--frames must be 1 or more")
+    if bool(args.vmlinux) != bool(args.tree):
+        p.error("--vmlinux and --tree go together")
     try:
         try:
             text = Path(args.log).read_text(errors="replace")
@@ -186,7 +266,9 @@ def main(argv=None) -> int:
             raise KcsanError(f"cannot read {args.log}: {exc.strerror or exc}") from None
         if not re.search(r"^(?:<\d+>)?\[\s*\d+\.\d+\]|Linux version ", text, re.M):
             raise KcsanError(f"{args.log}: no kernel log in it")
-        rows = classify(parse_reports(text), series_functions(Path(args.patches)), args.frames)
+        lines = LineOwner(args.vmlinux, args.tree) if args.vmlinux else None
+        rows = classify(parse_reports(text), series_functions(Path(args.patches)),
+                        args.frames, lines)
     except KcsanError as exc:
         print(f"{TOOL}: error: {exc}", file=sys.stderr)
         return 2
