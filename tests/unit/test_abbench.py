@@ -1167,27 +1167,45 @@ def test_run_restores_on_a_real_signal_and_kills_the_workload(guest, tracefs, si
         time.sleep(0.01)
     assert pidfile.exists(), proc.communicate()[1]
     workload = int(pidfile.read_text())
+    started = start_time(workload)
+    assert started is not None, "the workload is not running"
     assert (guest.proc_sys / "kernel" / "sched_foo").read_text() == "7\n"
     assert len(os.listdir(tracefs.root / "instances")) == 1
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == status, err
     assert system_state(guest, tracefs) == before
-    assert process_gone(workload), f"workload {workload} still runs"
+    assert process_gone(workload, started), f"workload {workload} still runs"
     assert json.loads(guest.out.read_text())["complete"] is False
 
 
-def process_gone(pid, timeout=10.0):
-    """pid is gone or a zombie. The workload's parent has exited, so init
-    reaps it, and on a busy machine (a fresh-check chroot beside kernel
-    builds) that can come a moment after the driver's exit: poll, bounded,
-    for the outcome rather than read it once."""
+def start_time(pid):
+    """The process's start time (field 22 of /proc/PID/stat), which tells
+    it from a later process given the same pid; None when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def process_gone(pid, started, timeout=10.0):
+    """The process pid that started at `started` is gone or a zombie. The
+    workload's parent has exited, so init reaps it, and on a busy machine
+    (a fresh-check chroot beside kernel builds) that can come a moment
+    after the driver's exit: poll, bounded, for the outcome rather than
+    read it once. A pid in use by a process that started later is the
+    kernel's reuse of it, not the workload: kernel builds beside the
+    check spawn processes fast enough to wrap this host's pid_max (32768)
+    in seconds, the likeliest reading of the one failure seen (a
+    fresh-check beside three kernel builds, 2026-11-26)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" or int(fields[19]) != started:
+                return True
         except (FileNotFoundError, ProcessLookupError):
             return True
         if time.monotonic() > deadline:
