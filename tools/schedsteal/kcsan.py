@@ -17,9 +17,12 @@ usage: schedsteal-kcsan [--patches DIR] [--frames N]
 With --vmlinux (built with line tables) and --tree (the git tree it was
 built from: the base commit tagged "base", the series as commits on it),
 the attribution is by line instead: each access's first frame is mapped
-to its source line and inline chain (scripts/faddr2line, the return
-address less one), and the report is the series' when `git blame` says a
-line of that chain was written by a series commit. That is exact where
+to its inline chain (scripts/faddr2line, the return address less one);
+the access's line is the innermost one outside the generic headers
+(include/, arch/*/include/: READ_ONCE() or cpumask_test_cpu() act for
+their caller), and the report is the series' when `git blame` says a
+series commit wrote that line. A base helper inlined into a line the
+series changed (sched_idle_rq() under sched_idle_cpu()) stays the base's. That is exact where
 the function rule is not: the series changes large base functions
 (select_task_rq_fair, sched_balance_newidle) whose own races are the
 base's.
@@ -200,10 +203,22 @@ class LineOwner:
             self._blame[path] = owners
         return self._blame[path].get(line)
 
+    def access_line(self, raw: str) -> tuple[str, int] | None:
+        """The line that made the access: the innermost of the chain that
+        is not in a generic header (include/, arch/*/include/: READ_ONCE,
+        cpumask_test_cpu and the like act for their caller)."""
+        chain = self.chain(raw)
+        for path, n in chain:
+            if not re.match(r"(?:include/|arch/[^/]+/include/)", path):
+                return path, n
+        return chain[-1] if chain else None
+
     def series_lines(self, raw: str) -> list[str]:
-        """The lines of the frame's chain that a series commit wrote."""
-        return [f"{p}:{n}" for p, n in self.chain(raw)
-                if (c := self.commit(p, n)) and c != self.base]
+        """[the access line] when a series commit wrote it, else []."""
+        at = self.access_line(raw)
+        if at and (c := self.commit(*at)) and c != self.base:
+            return [f"{at[0]}:{at[1]}"]
+        return []
 
 
 def classify(reports: list[Report], funcs: set[str], frames: int = 2,
