@@ -200,3 +200,37 @@ def test_vmlinux_needs_tree(capsys):
         kcsan.main([str(FIXTURE), "--vmlinux", "v"])
     assert exc.value.code == 2
     assert "--vmlinux and --tree go together" in capsys.readouterr().err
+
+
+def test_assert_reports_and_reordered_accesses_are_parsed():
+    log = """[ 1.0] ==================================================================
+[ 1.0] BUG: KCSAN: assert: race in steal_from / sched_park_store
+[ 1.0] 
+[ 1.0] assert no writes (reordered) to 0xff1100000000 of 8 bytes by task 1 on cpu 0:
+[ 1.0]  steal_from+0x10/0x20
+[ 1.0] 
+[ 1.0] read-write (marked, reordered) to 0xff1100000000 of 8 bytes by task 2 on cpu 1:
+[ 1.0]  sched_park_store+0x12c/0x1c0
+[ 1.0] 
+[ 1.0] Reported by Kernel Concurrency Sanitizer on:
+[ 1.0] ==================================================================
+"""
+    (r,) = kcsan.parse_reports(log)
+    assert r.kind == "assert: race"
+    assert [(a.op, a.frames) for a in r.accesses] == [
+        ("assert no writes", ["steal_from"]), ("read-write", ["sched_park_store"])]
+
+
+def test_a_line_that_cannot_be_blamed_counts_as_the_series(tmp_path):
+    (tmp_path / "vmlinux").write_text("")
+
+    def run(cmd):
+        if cmd[-2:] == ["rev-parse", "base"]:
+            return BASE + "\n"
+        if cmd[0].endswith("faddr2line"):
+            return f"{cmd[-1]}:\n?? at ??:0\n" if "mystery" in cmd[-1] else \
+                f"{cmd[-1]}:\nf at /elsewhere/gen.c:3\n"
+        return ""  # git blame of a file it does not know
+    owner = kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=run)
+    assert owner.series_lines("mystery+0x1/0x2") == ["??:0: not blamed"]
+    assert owner.series_lines("f+0x1/0x2") == ["/elsewhere/gen.c:3: not blamed"]

@@ -618,6 +618,17 @@ def test_lost_timer_is_an_idle_cpu_whose_timer_never_fired():
     lambda t: t.replace("Possible timer handling issue on cpu=10", "Possible issue on cpu=10"),
     # no NMI ever looked at the timer's CPU
     lambda t: t.replace("on cpu=10 timer-softirq", "on cpu=11 timer-softirq"),
+    # halted with interrupts off
+    lambda t: t.replace("[   33.078012] RSP: 0018:ffa00000003ffee8 EFLAGS: 00000246",
+                        "[   33.078012] RSP: 0018:ffa00000003ffee8 EFLAGS: 00000046"),
+    # another CPU the detector looked at was busy in the scheduler
+    lambda t: t.replace("[  119.152380] RIP: 0010:pv_native_safe_halt+0x17/0x20\n",
+                        "[  119.152380] RIP: 0010:steal_from+0x88/0x2b0\n"),
+    # a second timer report names a CPU no NMI looked at
+    lambda t: t + ("[  210.000000] rcu: rcu_preempt kthread timer wakeup didn't happen for 9 jiffies!\n"
+                   "[  210.000001] rcu: \tPossible timer handling issue on cpu=5 timer-softirq=3\n"),
+    # a reader blocked: the scheduler's business
+    lambda t: t + "[  211.000000] rcu: \tTasks blocked on level-0 rcu_node (CPUs 0-15): P120\n",
     # another report beside the stalls
     lambda t: t + "[  204.000000] WARNING: CPU: 3 PID: 1 at kernel/sched/fair.c:100 f+0x1/0x2\n",
 ])

@@ -50,10 +50,10 @@ PATCHES = REPO / "patches"
 
 # The kernel log prefix: "[   12.345678] " or "<4>[...] " or a bare line.
 _PREFIX = re.compile(r"^(?:<\d+>)?(?:\[\s*\d+\.\d+\]\s?)?")
-_TITLE = re.compile(r"BUG: KCSAN: (\S+) in (.+?)\s*$")
+_TITLE = re.compile(r"BUG: KCSAN: (data-race|assert: race) in (.+?)\s*$")
 _ACCESS = re.compile(r"^(?:race at unknown origin, with )?"
                      r"(read|write|read-write|assert no accesses|assert no writes)"
-                     r"(?: \(marked\))?(?: \(reordered\))? to 0x[0-9a-f]+ of (\d+) bytes? "
+                     r"(?: \((?:marked|reordered|marked, reordered)\))? to 0x[0-9a-f]+ of (\d+) bytes? "
                      r"by (task \d+|interrupt) on cpu (\d+):")
 _FRAME = re.compile(r"^\s*(?:\?\s*)?(([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+)")
 _END = re.compile(r"^={20,}\s*$")
@@ -197,9 +197,9 @@ class LineOwner:
             out = self._run(["git", "-C", str(self.tree), "blame", "-l", "-s", "HEAD", "--", path])
             owners = {}
             for n, ln in enumerate(out.splitlines(), 1):
-                m = re.match(r"^\^?([0-9a-f]{40})", ln)
+                m = re.match(r"^(\^?)([0-9a-f]{39,40})\b", ln)
                 if m:
-                    owners[n] = m[1]
+                    owners[n] = self.base if m[1] else m[2]
             self._blame[path] = owners
         return self._blame[path].get(line)
 
@@ -214,11 +214,16 @@ class LineOwner:
         return chain[-1] if chain else None
 
     def series_lines(self, raw: str) -> list[str]:
-        """[the access line] when a series commit wrote it, else []."""
+        """[the access line] when a series commit wrote it, else []. A line
+        that cannot be resolved or blamed (no line tables, a path outside
+        the tree, a generated file) counts as the series': the safe side."""
         at = self.access_line(raw)
-        if at and (c := self.commit(*at)) and c != self.base:
-            return [f"{at[0]}:{at[1]}"]
-        return []
+        if not at:
+            return [f"{raw}: no source line"]
+        c = self.commit(*at)
+        if c is None:
+            return [f"{at[0]}:{at[1]}: not blamed"]
+        return [f"{at[0]}:{at[1]}"] if c != self.base else []
 
 
 def classify(reports: list[Report], funcs: set[str], frames: int = 2,
