@@ -101,7 +101,7 @@ def test_cli_exit_status_says_whose_races(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["missing.txt"], "missing.txt: No such file"),
-    (["NOTLOG"], "no kernel log in it"),
+    (["NOTLOG"], "has no kernel log line"),
     (["FIXTURE", "--patches", "EMPTY"], "no patches under"),
 ])
 def test_bad_input_is_a_clear_error(tmp_path, capsys, args, message):

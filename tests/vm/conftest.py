@@ -66,12 +66,8 @@ def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
     a timer that never fired (RunResult.lost_timer), is tried once more,
     with a warning that carries the first boot's reports; the second boot
     must be clean."""
-    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
-    if res.host_crash:
-        warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
-                      f"booting again. Console:\n{vm.tail(res.console, 5)}")
-        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
-    elif res.lost_timer:
+    res = boot_raw(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
+    if res.lost_timer:
         warnings.warn(f"{preset}: RCU stalls from a guest timer that never fired "
                       "(not a scheduler report); booting again. Reports:\n"
                       + vm.splat_context(res.dmesg, res.splats))
@@ -85,14 +81,15 @@ def boot(kernel, preset, cmd, timeout=900, append=None, keep=None):
     return res
 
 
-def boot_raw(kernel, preset, cmd, timeout=900, append=None):
-    """vm.run() with boot()'s second try after a QEMU crash during boot,
-    and no verdict: for a test that sorts the kernel's reports itself."""
-    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
+def boot_raw(kernel, preset, cmd, timeout=900, append=None, keep=None):
+    """vm.run() with a second try after a QEMU crash during boot, and no
+    verdict: boot() judges it; a test that sorts the kernel's reports
+    itself calls this."""
+    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     if res.host_crash:
         warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
                       f"booting again. Console:\n{vm.tail(res.console, 5)}")
-        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append)
+        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
     return res
 
 

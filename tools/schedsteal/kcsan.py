@@ -43,13 +43,12 @@ from pathlib import Path
 
 from .cli import ToolParser
 from .table import format_table
+from .vm import VMError, kernel_text, read_kernel_log
 
 TOOL = "schedsteal-kcsan"
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
 
-# The kernel log prefix: "[   12.345678] " or "<4>[...] " or a bare line.
-_PREFIX = re.compile(r"^(?:<\d+>)?(?:\[\s*\d+\.\d+\]\s?)?")
 _TITLE = re.compile(r"BUG: KCSAN: (data-race|assert: race) in (.+?)\s*$")
 _ACCESS = re.compile(r"^(?:race at unknown origin, with )?"
                      r"(read|write|read-write|assert no accesses|assert no writes)"
@@ -90,15 +89,11 @@ class Report:
         return [f for a in self.accesses for f in a.frames[:n]]
 
 
-def _strip(line: str) -> str:
-    return _PREFIX.sub("", line, count=1)
-
-
 def parse_reports(text: str) -> list[Report]:
     """Every KCSAN report in a kernel log, in order."""
     reports, cur, acc = [], None, None
     for n, raw in enumerate(text.splitlines(), 1):
-        line = _strip(raw).rstrip()
+        line = kernel_text(raw).rstrip()
         m = _TITLE.search(line)
         if m:
             cur = Report(m[1], m[2], n, [])
@@ -281,11 +276,11 @@ def main(argv=None) -> int:
         p.error("--vmlinux and --tree go together")
     try:
         try:
-            text = Path(args.log).read_text(errors="replace")
+            text = read_kernel_log(args.log)
         except OSError as exc:
             raise KcsanError(f"cannot read {args.log}: {exc.strerror or exc}") from None
-        if not re.search(r"^(?:<\d+>)?\[\s*\d+\.\d+\]|Linux version ", text, re.M):
-            raise KcsanError(f"{args.log}: no kernel log in it")
+        except VMError as exc:
+            raise KcsanError(str(exc)) from None
         lines = LineOwner(args.vmlinux, args.tree) if args.vmlinux else None
         rows = classify(parse_reports(text), series_functions(Path(args.patches)),
                         args.frames, lines)

@@ -440,8 +440,8 @@ class RunResult:
         wakeup didn't happen ... Possible timer handling issue on cpu=N"),
         and every CPU the stall detector's NMIs looked at, CPU N among
         them, was idle in halt with interrupts on (swapper at a halt
-        instruction, EFLAGS.IF set), and no reader is reported blocked. Seen once, in CI after
-        stop 38, on a 16-vCPU TCG guest: one vCPU halted at 13.8 s and
+        instruction, EFLAGS.IF set), and no reader is reported blocked.
+        Seen once, in CI after stop 38, on a 16-vCPU TCG guest: one vCPU halted at 13.8 s and
         took no timer interrupt for 190 s (its clock stood still) while
         the CPUs around it ticked. A timer that does not fire on an idle
         CPU is the emulated hardware's or the timer code's failure; a CPU
@@ -461,14 +461,13 @@ class RunResult:
         # Every CPU the detector looked at, not only the timer's, must have
         # been idle in halt with interrupts on (EFLAGS.IF): a CPU spinning
         # in the scheduler, or halted with interrupts off, is a real bug.
-        looks = [i for i, ln in enumerate(lines) if re.search(r"NMI backtrace for cpu \d+", ln)]
-        looked = {re.search(r"NMI backtrace for cpu (\d+)", lines[i])[1] for i in looks}
-        if not set(cpus) <= looked:
+        looks = [(i, m[1]) for i, ln in enumerate(lines)
+                 if (m := re.search(r"NMI backtrace for cpu (\d+)", ln))]
+        if not set(cpus) <= {cpu for _, cpu in looks}:
             return False
-        for i in looks:
-            if re.search(r"skipped: idling at", lines[i]):
+        for i, cpu in looks:
+            if "skipped: idling at" in lines[i]:
                 continue
-            cpu = re.search(r"NMI backtrace for cpu (\d+)", lines[i])[1]
             nxt = lines[i + 1:i + 8]
             flags = [int(m[1], 16) for ln in nxt if (m := re.search(r"EFLAGS: ([0-9a-f]+)", ln))]
             if not (any(re.search(rf"Comm: swapper/{cpu}\b", ln) for ln in nxt)
