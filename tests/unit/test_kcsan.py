@@ -143,6 +143,10 @@ def fake_tools(tree):
             if where.startswith("sched_idle_cpu"):
                 return (f"{where}:\nsched_idle_rq at {tree}/kernel/sched/fair.c:10\n"
                         f" (inlined by) sched_idle_cpu at {tree}/kernel/sched/fair.c:200\n")
+            if where.startswith("_find_next_and_bit"):
+                return f"{where}:\n_find_next_and_bit at {tree}/lib/find_bit.c:70\n"
+            if where.startswith("sg_exclude_parked"):
+                return f"{where}:\nsg_exclude_parked at {tree}/kernel/sched/fair.c:200\n"
             return f"{where}:\nsis_idle_exit at {tree}/kernel/sched/fair.c:10\n"
         if "blame" in cmd:
             path = cmd[-1]
@@ -234,3 +238,22 @@ def test_a_line_that_cannot_be_blamed_counts_as_the_series(tmp_path):
     owner = kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=run)
     assert owner.series_lines("mystery+0x1/0x2") == ["??:0: not blamed"]
     assert owner.series_lines("f+0x1/0x2") == ["/elsewhere/gen.c:3: not blamed"]
+
+
+def test_an_access_in_an_out_of_line_helper_belongs_to_its_caller(tmp_path):
+    """Review 39, finding 4: with many CPUs a cpumask walk calls
+    _find_next_and_bit() in lib/ out of line; the caller's line, the
+    series' here, asked for the access."""
+    (tmp_path / "vmlinux").write_text("")
+    run, _ = fake_tools(tmp_path)
+    owner = kcsan.LineOwner(tmp_path / "vmlinux", tmp_path, run=run)
+    frames = ["_find_next_and_bit+0x30/0x90", "sg_exclude_parked+0x44/0x100", "x+0x1/0x2"]
+    assert owner.access_frame(frames) == "sg_exclude_parked+0x44/0x100"
+    assert owner.series_lines(frames) == ["kernel/sched/fair.c:200"]
+    # a base caller of the helper stays the base's
+    assert owner.series_lines(["_find_next_and_bit+0x30/0x90", "sis_idle_exit+0x4a/0x90"]) == []
+    # an access made outside lib/ is not passed on to its caller
+    assert owner.access_frame(["sis_idle_exit+0x4a/0x90", "sg_exclude_parked+0x44/0x100"]) \
+        == "sis_idle_exit+0x4a/0x90"
+    # only helpers all the way down: the first frame, as before
+    assert owner.access_frame(["_find_next_and_bit+0x30/0x90"]) == "_find_next_and_bit+0x30/0x90"

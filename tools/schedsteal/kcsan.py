@@ -20,7 +20,9 @@ the attribution is by line instead: each access's first frame is mapped
 to its inline chain (scripts/faddr2line, the return address less one);
 the access's line is the innermost one outside the generic headers
 (include/, arch/*/include/: READ_ONCE() or cpumask_test_cpu() act for
-their caller), and the report is the series' when `git blame` says a
+their caller); when that line is in an out-of-line generic helper (lib/:
+find_next_and_bit() under a cpumask walk on a kernel with many CPUs), the
+caller's frame is taken instead, and so on; and the report is the series' when `git blame` says a
 series commit wrote that line. A base helper inlined into a line the
 series changed (sched_idle_rq() under sched_idle_cpu()) stays the base's. That is exact where
 the function rule is not: the series changes large base functions
@@ -208,10 +210,26 @@ class LineOwner:
                 return path, n
         return chain[-1] if chain else None
 
-    def series_lines(self, raw: str) -> list[str]:
-        """[the access line] when a series commit wrote it, else []. A line
-        that cannot be resolved or blamed (no line tables, a path outside
-        the tree, a generated file) counts as the series': the safe side."""
+    def access_frame(self, raws) -> str:
+        """The frame whose code made the access: the first, unless its
+        access line is in an out-of-line generic helper (lib/: the find_bit
+        and bitmap functions a cpumask operation calls on a kernel with
+        many CPUs); then its caller, and so on. A series line that calls
+        such a helper is where the access was asked for."""
+        raws = [raws] if isinstance(raws, str) else list(raws)
+        for raw in raws:
+            at = self.access_line(raw)
+            if not (at and at[0].startswith("lib/")):
+                return raw
+        return raws[0]
+
+    def series_lines(self, raws) -> list[str]:
+        """[the access line] when a series commit wrote it, else []; raws:
+        an access's frames, innermost first (see access_frame()), or one
+        frame. A line that cannot be resolved or blamed (no line tables,
+        a path outside the tree, a generated file) counts as the series':
+        the safe side."""
+        raw = self.access_frame(raws)
         at = self.access_line(raw)
         if not at:
             return [f"{raw}: no source line"]
@@ -225,12 +243,12 @@ def classify(reports: list[Report], funcs: set[str], frames: int = 2,
              lines: LineOwner | None = None) -> list[dict]:
     """One row per distinct race (kind and title): count, owner, and what
     decided it: the series' functions among the top frames, or, with
-    `lines`, the series' lines in each access's first frame."""
+    `lines`, the series' line that made each access (LineOwner)."""
     rows: dict[tuple, dict] = {}
     for r in reports:
         key = (r.kind, r.title)
         if lines is not None:
-            hits = [x for a in r.accesses if a.raw for x in lines.series_lines(a.raw[0])]
+            hits = [x for a in r.accesses if a.raw for x in lines.series_lines(a.raw)]
         else:
             hits = [f for f in r.top(frames) if f in funcs]
         row = rows.setdefault(key, {"kind": r.kind, "title": r.title, "count": 0,
