@@ -15,7 +15,7 @@ export CMD
 # Topics of the series to build (patches/topics); default: all.
 export TOPICS
 
-.PHONY: help setup kernel kernels qemu vm demo test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed bench-guests compare-kernels stock-kernel deb deb-config test-deb test test-unit \
+.PHONY: help setup kernel kernels qemu vm demo test-topics test-full test-vm-full baseline bench-steal bench-steal-far bench-sis bench-park bench-seed bench-guests compare-kernels stock-kernel deb deb-config test-deb test test-unit \
 	test-series test-vm test-jump-label test-kcsan fresh-check rebase-check bisect-check worktree export-patches checkpatch clean-build
 
 help:
@@ -24,6 +24,7 @@ help:
 	@echo "make test-full       the rest of the matrix: every preset, jump labels, the lab QEMU (CI runs both)"
 	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
 	@echo "make test-kcsan      the KCSAN kernel under the park/hotplug/STEAL storm (not in CI)"
+	@echo "make test-topics TOPICS=prep,park   some topics alone: their kernels and their tests (not in CI)"
 	@echo "make kernel [CONFIG=test|debug|jumplabel|kcsan] [TOPICS=prep,steal,...]   build the series (or some of its topics); prints the bzImage path"
 	@echo "make qemu            build the lab QEMU (steal time under TCG, the parallel clock; docs/lab.md)"
 	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel|kcsan]   run CMD in a guest"
@@ -143,6 +144,21 @@ test-kcsan: setup
 	@k=$$($(STAGE) build-kcsan-kernel scripts/build-kernel.sh kcsan); \
 	SCHEDSTEAL_KERNEL_KCSAN="$$k" \
 		$(STAGE) vm-tests-kcsan $(PY) -m pytest -q -s --durations=0 -m kcsan tests/vm/test_kcsan.py
+
+# Some topics alone (TOPICS=prep,park): their test and debug kernels, in
+# trees of their own, and every tier of the stealing, parking and governor
+# tests but those of the jump-label kernel; a test that needs a topic left
+# out is skipped (its `topics` marker). Not in CI: each choice is two more
+# kernels.
+test-topics: setup
+	@case "$(TOPICS)" in ""|all) echo "make test-topics: name the topics, e.g. TOPICS=prep,park" >&2; exit 2 ;; esac; \
+	t=$$($(STAGE) build-test-kernel scripts/build-kernel.sh test) || exit 1; \
+	d=$$($(STAGE) build-debug-kernel scripts/build-kernel.sh debug) || exit 1; \
+	q=$$(scripts/build-qemu.sh --path) || exit 1; \
+	SCHEDSTEAL_TOPICS="$(TOPICS)" SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" \
+	SCHEDSTEAL_QEMU_LAB="$$q" \
+		$(STAGE) vm-tests-topics $(PY) -m pytest -q -rs --durations=0 --durations-min=10 -m "not kcsan" -k "not jumplabel" \
+		tests/vm/test_steal.py tests/vm/test_park.py tests/vm/test_governor.py
 
 # The parking and stealing tests with the jump-label kernel in place of the
 # test kernel (single-threaded TCG: slower, so not part of `make test`).

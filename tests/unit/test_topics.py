@@ -130,3 +130,23 @@ def test_topic_names_are_not_globbed(repo, tmp_path):
                        env=dict(os.environ, SCHEDSTEAL_CACHE=str(repo / "cache"), TOPICS="prep,s*"),
                        text=True, capture_output=True, timeout=60)
     assert p.returncode != 0 and "unknown topic 's*'" in p.stderr
+
+
+@pytest.mark.parametrize("value,want", [
+    (None, None), ("", None), ("all", None), (" all ", None),
+    ("prep,park", {"prep", "park"}), ("prep park", {"prep", "park"}),
+    ("prep, steal", {"prep", "steal"}),
+])
+def test_kernel_topics_reads_the_selection(value, want):
+    from schedsteal import vm
+    env = {} if value is None else {"SCHEDSTEAL_TOPICS": value}
+    assert vm.kernel_topics(env) == want
+
+
+def test_missing_topics_are_those_the_kernel_lacks():
+    from schedsteal import vm
+    assert vm.missing_topics(["steal", "parksteal"], {"prep", "park"}) == ["parksteal", "steal"]
+    assert vm.missing_topics(["park"], {"prep", "park"}) == []
+    assert vm.missing_topics([], {"prep"}) == []
+    # The whole series has every topic.
+    assert vm.missing_topics(["steal", "far"], None) == []

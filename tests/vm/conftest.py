@@ -28,6 +28,25 @@ def _kernel(config):
     return os.environ[env]
 
 
+def has_topic(name):
+    """Whether the kernels under test have topic `name` (patches/topics):
+    all do unless `make test-topics TOPICS=...` chose some."""
+    return not vm.missing_topics([name], vm.kernel_topics())
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test marked topics(...) is skipped when a topic it needs is not
+    in the kernels under test (make test-topics); with the whole series
+    every test runs."""
+    have = vm.kernel_topics()
+    for item in items:
+        need = [name for mark in item.iter_markers("topics") for name in mark.args]
+        missing = vm.missing_topics(need, have)
+        if missing:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs topic {', '.join(missing)}; the kernel has {','.join(sorted(have))}"))
+
+
 @pytest.fixture(scope="session")
 def test_kernel():
     return _kernel("test")

@@ -20,7 +20,7 @@ import pytest
 
 from schedsteal import governor
 
-pytestmark = pytest.mark.full
+pytestmark = [pytest.mark.full, pytest.mark.topics("park")]
 
 # The command line gives a high threshold the kernel must refuse.
 BAD = ["steal_governor.high_threshold=10000"]

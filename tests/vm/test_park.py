@@ -15,7 +15,9 @@ from schedsteal import vm
 from schedsteal.cpulist import parse_cpulist
 from schedsteal.guest.park_probe import MIN_SAMPLE_ROUNDS
 
-from conftest import boot, json_results, run_json
+from conftest import boot, has_topic, json_results, run_json
+
+pytestmark = pytest.mark.topics("park")
 
 PARK = "2-7"
 PARKED = range(2, 8)
@@ -64,6 +66,7 @@ def test_parked_cpus_are_emptied_and_refilled(request, config):
 
 
 @pytest.mark.full
+@pytest.mark.topics("steal", "parksteal")
 def test_parked_cpu_never_steals(test_kernel):
     got, _ = probe(test_kernel, "overcommit8",
                    f"evacuate --park {PARK} --feature STEAL")
@@ -371,7 +374,7 @@ def smt4_boot_parked(test_kernel):
                " && python3 guest/park_probe.py parkedonly --park 2-3"
                " && python3 guest/park_probe.py blocked --park 3"
                " && python3 guest/park_probe.py election --park 2"
-               " --start 0 --widen 0,1,3 --feature NO_STEAL"
+               " --start 0 --widen 0,1,3" + (" --feature NO_STEAL" if has_topic("steal") else "") +
                # 3 x 0.5 CPU admitted: parking 1-3 would leave 0.95 CPU.
                " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 3"
                # 1 x 0.5 CPU: it fits on CPU 0; a second would not.
@@ -394,7 +397,8 @@ def test_parked_cpu_does_not_take_its_groups_balancing_turn(smt4_boot_parked):
     newly idle): hogs allowed on 0, 1 and 3 stayed on 0 and 1."""
     got = smt4_boot_parked[1]["election"]
     assert got["park_errno"] == 0 and got["parked"] == "2"
-    assert "NO_STEAL" in got["features"]
+    if has_topic("steal"):
+        assert "NO_STEAL" in got["features"]
     assert got["spread"], f"hogs seen only on CPUs {got['seen']}"
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import boot, json_results, run_json
 
+pytestmark = pytest.mark.topics("steal")
+
 HACKBENCH = "hackbench -P -g 4 -l 200"
 # Stealing on from boot (0047): a value that is no bool, ignored with a
 # warning, then one that counts.
@@ -33,6 +35,7 @@ def probes(kernel, preset, *args):
 # The test and debug kernels steal on llc2x4 and numa2 in
 # test_steal_crosses_an_llc_only_at_the_level_asked.
 @pytest.mark.full
+@pytest.mark.topics("nirelax")
 @pytest.mark.parametrize("preset,config", [("smt4", "jumplabel")])
 def test_steal_counter_moves_only_with_steal(request, preset, config):
     kernel = request.getfixturevalue(f"{config}_kernel")
@@ -70,6 +73,7 @@ def test_steal_counter_moves_only_with_steal(request, preset, config):
 
 # llc2x4: two LLCs in one node; numa2: one LLC per node, on the debug
 # kernel (lockdep sees the remote rq locks taken across nodes).
+@pytest.mark.topics("far")
 @pytest.mark.parametrize("preset,level,other,config",
                          [pytest.param("llc2x4", "STEAL_NODE", "STEAL_NUMA", "test",
                                        marks=pytest.mark.full),

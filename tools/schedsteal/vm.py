@@ -307,6 +307,22 @@ def guest_json(output: str) -> dict:
     raise VMError(f"no JSON object in the guest's output:\n{tail(output)}")
 
 
+def kernel_topics(env=None) -> set[str] | None:
+    """The series' topics (patches/topics) in the kernels under test:
+    $SCHEDSTEAL_TOPICS, comma- or space-separated (`make test-topics
+    TOPICS=...` sets it), or None for the whole series (unset, empty or
+    "all")."""
+    value = (os.environ if env is None else env).get("SCHEDSTEAL_TOPICS", "")
+    names = value.replace(",", " ").split()
+    return None if not names or names == ["all"] else set(names)
+
+
+def missing_topics(need, have: set[str] | None) -> list[str]:
+    """The topics of `need` that `have` (kernel_topics()) lacks, sorted;
+    none when the kernels have the whole series."""
+    return [] if have is None else sorted(set(need) - have)
+
+
 def cache_dir() -> Path:
     """The project's cache directory, as scripts/lib.sh (its one
     definition) says."""
