@@ -176,3 +176,33 @@ def test_task_ticks_adds_user_and_system_time(monkeypatch):
     stat = "42 (sh) R 1 42 42 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 100 0 0"
     monkeypatch.setattr(kernel, "read", lambda path: stat)
     assert kernel.task_ticks(42) == 12
+
+
+def debug_block(cpu, curr, sis_idle):
+    return f"cpu#{cpu}\n  .nr_running                    : 0\n  .curr->pid                     : {curr}\n" \
+           f"  .sis_idle                      : {sis_idle}\n\n"
+
+
+def test_rq_fields_reads_several_fields_of_one_cpu(monkeypatch):
+    text = debug_block(2, 0, 0) + debug_block(3, 812, 1)
+    monkeypatch.setattr(kernel, "read", lambda path: text)
+    assert kernel.rq_fields(3, ("curr->pid", "sis_idle")) == {"curr->pid": 812, "sis_idle": 1}
+    assert kernel.rq_field(2, "sis_idle") == 0
+    with pytest.raises(kernel.KernelError, match="no .nothing for cpu#3"):
+        kernel.rq_fields(3, ("sis_idle", "nothing"))
+
+
+def test_unparked_cpu_is_read_while_idle(monkeypatch):
+    """A CPU just unparked that still runs something (a kworker, a stopper)
+    is read again until its current task is the idle task (CI: one read in
+    three found it busy and not yet in the set)."""
+    from schedsteal.guest import placement_probe
+    reads = iter([debug_block(3, 812, 0), debug_block(3, 40, 0), debug_block(3, 0, 1)])
+    monkeypatch.setattr(kernel, "read", lambda path: next(reads))
+    assert placement_probe.unparked_in_set(3) == (1, 2)
+    # idle and not in the set: what the unpark's seeding exists to prevent
+    monkeypatch.setattr(kernel, "read", lambda path: debug_block(3, 0, 0))
+    assert placement_probe.unparked_in_set(3) == (0, 0)
+    # never idle: no answer, and the test that reads it fails on None
+    monkeypatch.setattr(kernel, "read", lambda path: debug_block(3, 812, 0))
+    assert placement_probe.unparked_in_set(3) == (None, placement_probe.UNPARK_READS)

@@ -193,14 +193,23 @@ def machine(proc: str = "/proc", cpu_sysfs: str = CPU_SYSFS,
 def rq_field(cpu: int, field: str, path: str = SCHED_DEBUG) -> int:
     """A field of cpu#N's block in the scheduler's debugfs file (for
     example cfs_overloaded, sis_idle: the CPU's element of its LLC's sets)."""
+    return rq_fields(cpu, (field,), path)[field]
+
+
+def rq_fields(cpu: int, fields, path: str = SCHED_DEBUG) -> dict[str, int]:
+    """Several fields of cpu#N's block from one read of the file, so that
+    they describe the same moment (as near as the kernel prints them)."""
     text = read(path)
     block = re.search(rf"^cpu#{cpu}\b.*?(?=^cpu#|\Z)", text, re.M | re.S)
     if not block:
         raise KernelError(None, f"no cpu#{cpu} in {path}")
-    m = re.search(rf"^\s+\.{field}\s*: (-?\d+)", block[0], re.M)
-    if not m:
-        raise KernelError(None, f"no .{field} for cpu#{cpu} in {path}")
-    return int(m[1])
+    out = {}
+    for field in fields:
+        m = re.search(rf"^\s+\.{re.escape(field)}\s*: (-?\d+)", block[0], re.M)
+        if not m:
+            raise KernelError(None, f"no .{field} for cpu#{cpu} in {path}")
+        out[field] = int(m[1])
+    return out
 
 
 ROOT_CFS_RQ_RE = re.compile(r"^cfs_rq\[(\d+)\]:/?$")

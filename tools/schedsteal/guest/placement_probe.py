@@ -264,6 +264,24 @@ def idle_set_round(args, llc):
     return out
 
 
+# Reads of the debug file while the just-unparked CPU runs something
+# else (a kworker, a stopper: under TCG the vCPU may not get a host CPU for
+# a while), before giving up.
+UNPARK_READS = 200
+
+
+def unparked_in_set(cpu):
+    """(sis_idle, busy reads) of a CPU just unparked, read at a moment its
+    current task is the idle task: then it must be in the set, whether the
+    unpark put it there or its last idle entry did. None when every read
+    found it busy."""
+    for n in range(UNPARK_READS):
+        got = kernel.rq_fields(cpu, ("curr->pid", "sis_idle"))
+        if got["curr->pid"] == 0:
+            return got["sis_idle"], n
+    return None, UNPARK_READS
+
+
 def cmd_idle_set(args):
     kernel.enable_schedstats()
     llc = kernel.llc_of_cpus()[args.idle]
@@ -288,7 +306,7 @@ def cmd_idle_set(args):
         if args.park:
             kernel.set_feature("SIS_SPARSE")
             kernel.set_parked("")
-            unparked = kernel.rq_field(args.idle, "sis_idle")
+            unparked, busy_reads = unparked_in_set(args.idle)
             kernel.set_feature("NO_SIS_SPARSE")
     finally:
         if args.park:
@@ -300,6 +318,7 @@ def cmd_idle_set(args):
               "llc": list(llc), "park": args.park, "rounds": rounds}
     if args.park:
         result["sis_idle_after_unpark"] = unparked
+        result["unpark_busy_reads"] = busy_reads
     return print_result(result)
 
 
