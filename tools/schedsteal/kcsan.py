@@ -22,10 +22,11 @@ the access's line is the innermost one outside the generic headers
 (include/, arch/*/include/: READ_ONCE() or cpumask_test_cpu() act for
 their caller); when that line is in an out-of-line generic helper (lib/:
 find_next_and_bit() under a cpumask walk on a kernel with many CPUs), the
-caller's frame is taken instead, and so on; and the report is the series' when `git blame` says a
-series commit wrote that line. A base helper inlined into a line the
-series changed (sched_idle_rq() under sched_idle_cpu()) stays the base's. That is exact where
-the function rule is not: the series changes large base functions
+caller's frame is taken instead, and so on; and the report is the
+series' when `git blame` says a series commit wrote that line. A base
+helper inlined into a line the series changed (sched_idle_rq() under
+sched_idle_cpu()) stays the base's. That is exact where the function
+rule is not: the series changes large base functions
 (select_task_rq_fair, sched_balance_newidle) whose own races are the
 base's.
 
@@ -54,7 +55,8 @@ PATCHES = REPO / "patches"
 _TITLE = re.compile(r"BUG: KCSAN: (data-race|assert: race) in (.+?)\s*$")
 _ACCESS = re.compile(r"^(?:race at unknown origin, with )?"
                      r"(read|write|read-write|assert no accesses|assert no writes)"
-                     r"(?: \((?:marked|reordered|marked, reordered)\))? to 0x[0-9a-f]+ of (\d+) bytes? "
+                     r"(?: \((?:marked|reordered|marked, reordered)\))?"
+                     r" to 0x[0-9a-f]+ of (\d+) bytes? "
                      r"by (task \d+|interrupt) on cpu (\d+):")
 _FRAME = re.compile(r"^\s*(?:\?\s*)?(([A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+)")
 _END = re.compile(r"^={20,}\s*$")
@@ -211,17 +213,22 @@ class LineOwner:
         return chain[-1] if chain else None
 
     def access_frame(self, raws) -> str:
-        """The frame whose code made the access: the first, unless its
-        access line is in an out-of-line generic helper (lib/: the find_bit
-        and bitmap functions a cpumask operation calls on a kernel with
-        many CPUs); then its caller, and so on. A series line that calls
-        such a helper is where the access was asked for."""
+        """The frame whose code made the access (see access_at())."""
+        return self.access_at(raws)[0]
+
+    def access_at(self, raws) -> tuple[str, tuple[str, int] | None]:
+        """The frame whose code made the access, and its access line: the
+        first frame, unless its access line is in an out-of-line generic
+        helper (lib/: the find_bit and bitmap functions a cpumask operation
+        calls on a kernel with many CPUs); then its caller, and so on. A
+        series line that calls such a helper is where the access was asked
+        for."""
         raws = [raws] if isinstance(raws, str) else list(raws)
         for raw in raws:
             at = self.access_line(raw)
             if not (at and at[0].startswith("lib/")):
-                return raw
-        return raws[0]
+                return raw, at
+        return raws[0], self.access_line(raws[0])
 
     def series_lines(self, raws) -> list[str]:
         """[the access line] when a series commit wrote it, else []; raws:
@@ -229,8 +236,7 @@ class LineOwner:
         frame. A line that cannot be resolved or blamed (no line tables,
         a path outside the tree, a generated file) counts as the series':
         the safe side."""
-        raw = self.access_frame(raws)
-        at = self.access_line(raw)
+        raw, at = self.access_at(raws)
         if not at:
             return [f"{raw}: no source line"]
         c = self.commit(*at)

@@ -457,9 +457,9 @@ class RunResult:
         and every CPU the stall detector's NMIs looked at, CPU N among
         them, was idle in halt with interrupts on (swapper at a halt
         instruction, EFLAGS.IF set), and no reader is reported blocked.
-        Seen once, in CI after stop 38, on a 16-vCPU TCG guest: one vCPU halted at 13.8 s and
-        took no timer interrupt for 190 s (its clock stood still) while
-        the CPUs around it ticked. A timer that does not fire on an idle
+        Seen once, in CI after stop 38, on a 16-vCPU TCG guest: one vCPU
+        halted at 13.8 s and took no timer interrupt for 190 s (its clock
+        stood still) while the CPUs around it ticked. A timer that does not fire on an idle
         CPU is the emulated hardware's or the timer code's failure; a CPU
         that spins with interrupts off (a scheduler lockup) shows its
         spinning code in the backtrace, and a task the scheduler never
