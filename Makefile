@@ -146,8 +146,9 @@ test-kcsan: setup
 		$(STAGE) vm-tests-kcsan $(PY) -m pytest -q -s --durations=0 -m kcsan tests/vm/test_kcsan.py
 
 # Some topics alone (TOPICS=prep,park): their test and debug kernels, in
-# trees of their own, and every tier of the stealing, parking and governor
-# tests but those of the jump-label kernel; a test that needs a topic left
+# trees of their own, every tier of the stealing, parking and governor
+# tests but those of the jump-label kernel, and the placement tests (the
+# wakeup's idle set, recent_used_cpu, NUMA); a test that needs a topic left
 # out is skipped (its `topics` marker). Not in CI: each choice is two more
 # kernels.
 test-topics: setup
@@ -158,7 +159,8 @@ test-topics: setup
 	SCHEDSTEAL_TOPICS="$(TOPICS)" SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" \
 	SCHEDSTEAL_QEMU_LAB="$$q" \
 		$(STAGE) vm-tests-topics $(PY) -m pytest -q -rs --durations=0 --durations-min=10 -m "not kcsan" -k "not jumplabel" \
-		tests/vm/test_steal.py tests/vm/test_park.py tests/vm/test_governor.py
+		tests/vm/test_steal.py tests/vm/test_park.py tests/vm/test_governor.py \
+		tests/vm/test_placement.py
 
 # The parking and stealing tests with the jump-label kernel in place of the
 # test kernel (single-threaded TCG: slower, so not part of `make test`).

@@ -5,7 +5,16 @@ own wakeup search over the LLC's set of idle CPUs (SIS_SPARSE), in the
 same smt4 boot. One boot each."""
 import pytest
 
-from conftest import boot, json_results
+from conftest import boot, has_topic, json_results
+
+# The smt4 probes, each run only when the kernels have the topics it needs
+# (make test-topics); with the whole series all four run.
+SMT4_PROBES = (
+    ("recent", "recent-used --rounds 5", ()),
+    ("recent_parked", "recent-used --rounds 5 --park", ("park",)),
+    ("idle_set", "idle-set --rounds 5", ("sis",)),
+    ("idle_set_parked", "idle-set --rounds 5 --park", ("sis", "park", "parksis")),
+)
 
 
 @pytest.fixture(scope="module")
@@ -13,12 +22,11 @@ def smt4_placement(test_kernel):
     """smt4 (cores 0-1 and 2-3): the recent_used_cpu probe, then the same
     with the recent CPU parked; the idle-set probe, then the same with the
     idle CPU parked."""
+    probes = [(name, cmd) for name, cmd, topics in SMT4_PROBES
+              if all(has_topic(t) for t in topics)]
     res = boot(test_kernel, "smt4",
-               "python3 guest/placement_probe.py recent-used --rounds 5"
-               " && python3 guest/placement_probe.py recent-used --rounds 5 --park"
-               " && python3 guest/placement_probe.py idle-set --rounds 5"
-               " && python3 guest/placement_probe.py idle-set --rounds 5 --park")
-    return json_results(res, 4)
+               " && ".join(f"python3 guest/placement_probe.py {cmd}" for _, cmd in probes))
+    return dict(zip((name for name, _ in probes), json_results(res, len(probes))))
 
 
 def setup_held(r, prev):
@@ -36,7 +44,7 @@ def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_placement):
     At least 4 of 5 rounds: a kworker that happens to run on CPU 1 at the
     wakeup makes it busy, and the task then rightly goes elsewhere. A
     kernel without the shortcut puts it on the idle core (CPU 3) every time."""
-    got = smt4_placement[0]
+    got = smt4_placement["recent"]
     rounds = got["rounds"]
     assert len(rounds) == 5
     for r in rounds:
@@ -47,10 +55,11 @@ def test_recent_used_cpu_takes_the_idle_cpu_a_task_used_before(smt4_placement):
         assert r["recent_used_hit"] >= 1, r
 
 
+@pytest.mark.topics("park")
 def test_parked_recent_used_cpu_is_not_taken(smt4_placement):
     """The same state with CPU 1 parked before the wakeup: the shortcut
     must not return it (a miss), nor may any later search."""
-    got = smt4_placement[1]
+    got = smt4_placement["recent_parked"]
     for r in got["rounds"]:
         assert setup_held(r, got["prev"]), r
         assert r["park_errno"] == 0
@@ -58,6 +67,7 @@ def test_parked_recent_used_cpu_is_not_taken(smt4_placement):
         assert r["recent_used_miss"] >= 1, r
 
 
+@pytest.mark.topics("sis")
 def test_idle_set_follows_the_idle_class_and_the_switch(smt4_placement):
     """SIS_SPARSE's set: CPU 3 (the others run pinned loops) leaves the set
     when it stops being idle with the feature off, and enters it as soon
@@ -67,13 +77,14 @@ def test_idle_set_follows_the_idle_class_and_the_switch(smt4_placement):
 
     At least 4 of 5 rounds for the switch: a kworker running on CPU 3 at
     that instant rightly keeps it out until it goes idle again."""
-    got = smt4_placement[2]
+    got = smt4_placement["idle_set"]
     rounds = got["rounds"]
     assert got["llc"] == [0, 1, 2, 3] and len(rounds) == 5
     assert all(r["sis_idle_off"] == 0 for r in rounds), rounds
     assert sum(r["sis_idle_on"] == 1 for r in rounds) >= 4, rounds
 
 
+@pytest.mark.topics("sis")
 def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
     """A task that last ran on busy CPU 1, woken from busy CPU 0, with
     CPU 3 the only idle CPU: the search over the set must return CPU 3,
@@ -87,7 +98,7 @@ def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
     dequeue, is requeued on CPU 1 with no search (seen: 1 round in 30).
 
     At least 4 of 5 rounds, as above."""
-    got = smt4_placement[2]
+    got = smt4_placement["idle_set"]
     rounds = got["rounds"]
     for r in rounds:
         assert r["asleep_on_prev"], r
@@ -97,13 +108,14 @@ def test_wakeup_search_finds_the_idle_cpu_in_the_set(smt4_placement):
     assert len(found) >= 4, rounds
 
 
+@pytest.mark.topics("sis", "park", "parksis")
 def test_parked_cpu_stays_out_of_the_idle_set(smt4_placement):
     """The same rounds with CPU 3 parked: it never enters the set, and the
     woken task never lands there. Unparked with SIS_SPARSE on, the idle
     CPU 3 is in the set at once (it would otherwise wait for something to
     run there). Read at a moment CPU 3 runs its idle task (the probe reads
     again while it runs something else)."""
-    got = smt4_placement[3]
+    got = smt4_placement["idle_set_parked"]
     assert got["park"] and got["sis_idle_after_unpark"] == 1, \
         (got["sis_idle_after_unpark"], got["unpark_busy_reads"])
     for r in got["rounds"]:
