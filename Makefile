@@ -33,7 +33,7 @@ help:
 	@echo "make bench-steal-far stealing beyond the LLC: none/LLC/node/NUMA on llc2x4, numa2, big32 (docs/results.md)"
 	@echo "make bench-sis       NO_SIS_SPARSE vs SIS_SPARSE (wakeup search) on 8-32 vCPUs (docs/results.md)"
 	@echo "make bench-park      all CPUs vs parked vs unplugged on overcommit8 (docs/results.md)"
-	@echo "make bench-seed      the design's tables under the parallel clock: llc20, numa40, llc2x4 (docs/results.md)"
+	@echo "make bench-seed      the design's tables under the parallel clock: llc20, numa40, llc2x4 (SHAPES=llc44 adds the 44-CPU shape; PAIRS picks cells; docs/results.md)"
 	@echo "make bench-guests    the parking design's experiment: guest pairs, request/response, all vs static vs governor"
 	@echo "make compare-kernels [PRESET=...] [PAIR=test|debian]   kernel A vs kernel B, alternating boots"
 	@echo "make deb [FLAVOUR=cloud-amd64] [TOPICS=...]   Debian packages of the series (or some topics) with Debian's config (hours)"

@@ -8,11 +8,15 @@
 #   llc20   1 LLC of 10 cores x 2 threads (the design's 20-CPU machine)
 #           none/steal, hackbench process sockets, g 1,2,3,4,8;
 #           relax/steal sockets g 1,2,4 (stealing or newidle balance?);
-#           none/steal process pipe, g 1,2,4
+#           none/steal process pipe, g 1,2,3,4,8
 #   numa40  2 nodes of 10 x 2 (the design's 40-CPU machine)
 #           none/steal sockets g 1,2,3,4,8; llc/numa sockets g 2,4
 #   llc2x4  2 LLCs of 4 (the arm64 board of the design's thread)
 #           none/steal sockets g 1,2,3,4 (the groups of the reply)
+#   llc44   1 LLC of 22 x 2 (the design's 44-CPU machine); not in the
+#           default SHAPES: one guest of 44 vCPUs on one host thread
+#           costs about twice llc20's host time per run (docs/results.md)
+#           none/steal sockets g 1,2,4
 # where none = NO_STEAL, steal = STEAL (LLC only), relax = NO_STEAL +
 # NI_RELAX, llc = STEAL alone, numa = STEAL + STEAL_NODE + STEAL_NUMA.
 # The last pair of each boot that is not traced is followed by one traced
@@ -23,7 +27,12 @@
 # Results: out/seed-SHAPE/<pair>-<workload>.{json,txt,png,report.json},
 # and `schedsteal-seed` prints the design's figures beside ours.
 # environment: RUNS (default 6), LOOPS (default 500), SHAPES (default
-#              "llc20 numa40 llc2x4"), JOBS (default 2), TIMEOUT (s)
+#              "llc20 numa40 llc2x4"), JOBS (default 2), TIMEOUT (s),
+#              PAIRS (instead of each shape's own pairs: cells separated
+#              by ";", each "A:B WORKLOAD GROUPS", e.g.
+#              "none:steal pipe 4,8"), TRACED (default 1; 0: no traced
+#              round; with PAIRS, out/seed-SHAPE keeps the files of
+#              earlier boots: a file's name has its pair, workload, groups)
 . "$(dirname "$0")/lib.sh"
 
 runs=${RUNS:-6}
@@ -35,6 +44,33 @@ relax=feat:NO_STEAL,NI_RELAX,NO_STEAL_NODE,NO_STEAL_NUMA
 llc=$steal
 numa=feat:STEAL,NO_NI_RELAX,STEAL_NODE,STEAL_NUMA
 
+# The cells a shape runs: "A:B WORKLOAD GROUPS;..." (PAIRS overrides).
+cells_of() { # SHAPE
+	case "$1" in
+	llc20) echo "none:steal sockets 1,2,3,4,8;relax:steal sockets 1,2,4;none:steal pipe 1,2,3,4,8" ;;
+	numa40) echo "none:steal sockets 1,2,3,4,8;llc:numa sockets 2,4" ;;
+	llc2x4) echo "none:steal sockets 1,2,3,4" ;;
+	llc44) echo "none:steal sockets 1,2,4" ;;
+	*) return 1 ;;
+	esac
+}
+
+# Bad input is refused before anything is built or booted.
+for s in ${SHAPES:-llc20 numa40 llc2x4}; do
+	cells_of "$s" >/dev/null || die "SHAPES: no pairs for shape '$s' (llc20, numa40, llc2x4, llc44)"
+done
+if [ -n "${PAIRS:-}" ]; then
+	IFS=';' read -ra cells <<<"$PAIRS"
+	for cell in "${cells[@]}"; do
+		# shellcheck disable=SC2086 # "A:B WORKLOAD GROUPS": three words
+		set -- $cell
+		[ $# = 3 ] && [[ $1 =~ ^(none|steal|relax|llc|numa):(none|steal|relax|llc|numa)$ ]] &&
+			[[ $2 =~ ^(sockets|pipe)$ ]] && [[ $3 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+			die "PAIRS: bad cell '$cell' (want 'A:B WORKLOAD GROUPS', e.g. 'none:steal pipe 4,8'; A, B: none, steal, relax, llc, numa; WORKLOAD: sockets, pipe)"
+	done
+fi
+case "${TRACED:-1}" in 0 | 1) ;; *) die "TRACED: 0 or 1, not '$TRACED'" ;; esac
+
 kernel=$("$REPO/scripts/build-kernel.sh" test)
 qemu=$("$REPO/scripts/build-qemu.sh" | tail -n 1)
 
@@ -43,30 +79,27 @@ pair_cmd() {
 	local a=${1%%:*} b=${1##*:}
 	printf '%s\n' "python3 -m schedsteal.abbench run --a ${!a} --a-name $a --b ${!b} --b-name $b \
 	--workload hackbench-process-$2 --param $3 --loops $loops --runs $runs ${4:-} \
-	--out \"\$SCHEDSTEAL_OUT/$a-$b-$2.json\""
+	--out \"\$SCHEDSTEAL_OUT/$a-$b-$2-g${3//,/-}.json\""
 }
 
 shape() { # SHAPE
 	local preset=$1 out=$REPO/out/seed-$1 guest="set -e" f
-	case "$preset" in
-	llc20)
-		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4,8)
-		guest+=$'\n'$(pair_cmd relax:steal sockets 1,2,4)
-		guest+=$'\n'$(pair_cmd none:steal pipe 1,2,4) ;;
-	numa40)
-		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4,8)
-		guest+=$'\n'$(pair_cmd llc:numa sockets 2,4) ;;
-	llc2x4)
-		guest+=$'\n'$(pair_cmd none:steal sockets 1,2,3,4) ;;
-	*) die "no pairs for shape '$preset' (llc20, numa40, llc2x4)" ;;
-	esac
+	local cells cell
+	cells=${PAIRS:-$(cells_of "$preset")}
+	IFS=';' read -ra cells <<<"$cells"
+	for cell in "${cells[@]}"; do
+		# shellcheck disable=SC2086 # "A:B WORKLOAD GROUPS", checked above
+		set -- $cell
+		guest+=$'\n'$(pair_cmd "$1" "$2" "$3")
+	done
 	# One traced round for the decision columns (the runs above are not
 	# traced: a trace of 20-40 vCPUs costs more host time than the run).
-	guest+=$'\n'"python3 -m schedsteal.abbench run --a $none --a-name none \
+	[ "${TRACED:-1}" = 0 ] ||
+		guest+=$'\n'"python3 -m schedsteal.abbench run --a $none --a-name none \
 	--b $steal --b-name steal --workload hackbench-process-sockets --param 2 \
 	--loops $loops --runs 1 --trace-dir \"\$SCHEDSTEAL_OUT/traces\" \
 	--out \"\$SCHEDSTEAL_OUT/traced-none-steal-sockets.json\""
-	rm -rf "$out"
+	[ -n "${PAIRS:-}" ] || rm -rf "$out"
 	mkdir -p "$out"
 	log "$preset: booting (parallel clock), $runs+$runs runs a cell, $loops loops"
 	"$VENV/bin/schedsteal-vm" run --kernel "$kernel" --preset "$preset" --qemu "$qemu" \

@@ -303,3 +303,21 @@ def test_build_qemu_patches_apply_to_the_pinned_source(tmp_path):
         assert text.startswith("From ") and "\nSubject: [PATCH] " in text
         assert "Signed-off-by: " in text
     assert (REPO / "qemu" / "BASE_VERSION").read_text().strip().startswith("1:7.2+dfsg")
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PAIRS": "none:steal"}, "PAIRS: bad cell 'none:steal'"),
+    ({"PAIRS": "none:steal pipe 4,8;none:fast pipe 1"}, "PAIRS: bad cell 'none:fast pipe 1'"),
+    ({"PAIRS": "none:steal pipe 0"}, "PAIRS: bad cell 'none:steal pipe 0'"),
+    ({"PAIRS": "none:steal tcp 1"}, "PAIRS: bad cell 'none:steal tcp 1'"),
+    ({"SHAPES": "llc20 llc99"}, "SHAPES: no pairs for shape 'llc99'"),
+    ({"TRACED": "yes"}, "TRACED: 0 or 1, not 'yes'"),
+])
+def test_bench_seed_refuses_bad_cells_before_building(tmp_path, env, message):
+    # Nothing is built, booted or written: the cache and out/ stay untouched.
+    cache = tmp_path / "cache"
+    p = run(["bash", str(SCRIPTS / "bench-seed.sh")],
+            dict(os.environ, SCHEDSTEAL_CACHE=str(cache), **env))
+    assert p.returncode == 1
+    assert f"bench-seed.sh: error: {message}" in p.stderr
+    assert "build-kernel" not in p.stderr and not cache.exists()

@@ -140,3 +140,16 @@ def test_group_counts_never_run_are_left_out(tmp_path):
     write_results(d / "none-steal-pipe.json", {1: ([1.0, 1.1], [1.0, 1.1]), 8: ([], [])},
                   workload="hackbench-process-pipe")
     assert [r["groups"] for r in seed.collect([str(d)])] == [1]
+
+
+def test_a_pairs_cells_from_two_boots_print_in_group_order(tmp_path, capsys):
+    # bench-seed's PAIRS adds a second boot's file beside the first's.
+    d = tmp_path / "seed-llc44"
+    write_results(d / "none-steal-sockets-g1-2-4.json",
+                  {g: ([1.0, 1.02], [1.0, 1.02]) for g in (1, 2, 4)}, cpus=44)
+    write_results(d / "none-steal-sockets-g3-8.json",
+                  {g: ([1.0, 1.02], [1.0, 1.02]) for g in (3, 8)}, cpus=44)
+    assert seed.main([str(d)]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines()
+            if ln.split()[:4] == ["none", "->", "steal", "sockets"]]
+    assert [int(r[4]) for r in rows] == [1, 2, 3, 4, 8]

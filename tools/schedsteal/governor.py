@@ -2,7 +2,7 @@
 
 The ``schedsteal-governor`` command. ``run`` boots overcommit8 on the lab
 QEMU (multi-threaded TCG: 8 vCPUs on the host's cores, steal time from
-each vCPU thread's run delay) with the governor of park/0016 built in,
+each vCPU thread's run delay) with the governor of park/0010 built in,
 and runs guest/governor_probe.py: a quiet guest, a busy loop per vCPU,
 QEMU confined to one host core and given the cores back, the loops
 stopped, then CPUs parked by hand (which it must leave alone). It prints

@@ -182,7 +182,9 @@ def format_rows(rows: list[dict]) -> str:
                     f"clock: {lab.get('clock', '?')}"]
         table = [["pair", "workload", "g", "n", "time A", "time B", "%speedup",
                   "design", "p", "paired", "%busy", "%find", "steal"]]
-        for r in rs:
+        # A pair's cells in group order, also when two boots ran them
+        # (out/seed-SHAPE keeps the files of several: bench-seed's PAIRS).
+        for r in sorted(rs, key=lambda r: (_pair(r), r["workload"], r["groups"])):
             if "wasted_llc_pct" in r:
                 continue
             table.append([_pair(r), r["workload"].replace("hackbench-process-", ""),

@@ -409,7 +409,7 @@ def vng_command(kernel: str, preset: Preset, outdir: str, guest_cmd: str,
            "--append", f"trace_event={','.join(TRACE_EVENTS)}",
            "--append", f"trace_instance={BOOT_INSTANCE},"
            + ",".join(f"sched:{e}" for e in SCHED_EVENTS),
-           # The steal governor (park/0016) is built into the test kernels and
+           # The steal governor (park/0010) is built into the test kernels and
            # would park CPUs under any experiment that shows steal time;
            # off unless asked (--append steal_governor.enabled=1: the
            # later value wins).
