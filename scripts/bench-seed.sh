@@ -12,11 +12,12 @@
 #   numa40  2 nodes of 10 x 2 (the design's 40-CPU machine)
 #           none/steal sockets g 1,2,3,4,8; llc/numa sockets g 2,4
 #   llc2x4  2 LLCs of 4 (the arm64 board of the design's thread)
-#           none/steal sockets g 1,2,3,4 (the groups of the reply)
+#           none/steal sockets g 1,2,3,4 (the groups of the reply);
+#           none/steal pipe g 1,2,3,4
 #   llc44   1 LLC of 22 x 2 (the design's 44-CPU machine); not in the
-#           default SHAPES: one guest of 44 vCPUs on one host thread
-#           costs about twice llc20's host time per run (docs/results.md)
-#           none/steal sockets g 1,2,4
+#           default SHAPES for its host time (44 vCPUs on one host thread:
+#           about 45 min, docs/results.md)
+#           none/steal sockets g 1,2,3,4,8; none/steal pipe g 1,2,4
 # where none = NO_STEAL, steal = STEAL (LLC only), relax = NO_STEAL +
 # NI_RELAX, llc = STEAL alone, numa = STEAL + STEAL_NODE + STEAL_NUMA.
 # The last pair of each boot that is not traced is followed by one traced
@@ -24,7 +25,7 @@
 # The parallel clock runs a whole guest on one host thread: JOBS guests
 # (default 2, one per host core) run at once, and the host's load does not
 # change what a guest measures, only how long it takes.
-# Results: out/seed-SHAPE/<pair>-<workload>.{json,txt,png,report.json},
+# Results: out/seed-SHAPE/<pair>-<workload>-g<groups>.{json,txt,png,report.json},
 # and `schedsteal-seed` prints the design's figures beside ours.
 # environment: RUNS (default 6), LOOPS (default 500), SHAPES (default
 #              "llc20 numa40 llc2x4"), JOBS (default 2), TIMEOUT (s),
@@ -49,8 +50,8 @@ cells_of() { # SHAPE
 	case "$1" in
 	llc20) echo "none:steal sockets 1,2,3,4,8;relax:steal sockets 1,2,4;none:steal pipe 1,2,3,4,8" ;;
 	numa40) echo "none:steal sockets 1,2,3,4,8;llc:numa sockets 2,4" ;;
-	llc2x4) echo "none:steal sockets 1,2,3,4" ;;
-	llc44) echo "none:steal sockets 1,2,4" ;;
+	llc2x4) echo "none:steal sockets 1,2,3,4;none:steal pipe 1,2,3,4" ;;
+	llc44) echo "none:steal sockets 1,2,3,4,8;none:steal pipe 1,2,4" ;;
 	*) return 1 ;;
 	esac
 }
