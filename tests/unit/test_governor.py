@@ -130,11 +130,16 @@ def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
 
 @pytest.mark.parametrize("args,msg", [(["--hackbench", "4"], "GROUPS,LOOPS"),
                                       (["--hackbench", "0,5"], "GROUPS,LOOPS"),
-                                      (["--stress-ng", "8"], "WORKERS,SECONDS"),
-                                      (["--stress-ng", "8,0"], "WORKERS,SECONDS"),
+                                      (["--stress-ng", "0"], "WORKERS or WORKERS,SECONDS"),
+                                      (["--stress-ng", "8,0"], "WORKERS or WORKERS,SECONDS"),
+                                      (["--stress-ng", "8,1,2"], "WORKERS or WORKERS,SECONDS"),
                                       (["--stress-ng", "8,1", "--hackbench", "4,10"],
                                        "one load at a time"),
                                       (["--hold-s", "0"], "--hold-s"),
+                                      (["--static", "2,9"], "from 1 to 8"),
+                                      (["--static", "2,2"], "distinct"),
+                                      (["--static", "x"], "distinct"),
+                                      (["--static", "2", "--no-static"], "no --no-static"),
                                       (["--unpark-backoff", "9"], "0 to 8")])
 def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
     k = tmp_path / "bzImage"
@@ -182,3 +187,106 @@ def test_stress_loop_counts_each_runs_ops(tmp_path, monkeypatch):
                         "8", "1", str(tmp_path)], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and r.stdout == "running\n"
     assert governor_probe.loop_rounds([str(counter)]) == 1001 + 1002
+
+
+def test_stress_windows_replace_whole_run_counts():
+    """With --stress-ng WORKERS a phase's rounds/s is its windows' bogo-ops
+    over the real time stress-ng reported: after the state was reached
+    (busy), or every window of a phase that has no state (static1)."""
+    r = result()
+    r["samples"] = [[0.0, "static1", 1, True, [0, 0], 0], [1.0, "static1", 1, True, [0, 0], 0]] \
+        + r["samples"]
+    r["reached"]["static1"] = None
+    # [phase, settled, t start, t end, bogo-ops, real s]
+    r["segments"] = [["start", False, 0.0, 0.1, 7, 0.1],
+                     ["static1", False, 0.1, 1.0, 90, 0.9],
+                     ["busy", False, 1.0, 3.0, 400, 2.0],
+                     ["busy", True, 3.0, 5.0, 300, 1.5],
+                     ["busy", True, 5.0, 6.0, 100, 0.5]]
+    rows = {x["phase"]: x for x in governor.summary(r)}
+    assert rows["busy"]["rounds_per_s"] == pytest.approx(400 / 2.0)
+    assert rows["static1"]["rounds_per_s"] == pytest.approx(100.0)
+    assert rows["quiet"]["rounds_per_s"] == 0  # no window: the samples' count
+    assert governor.against_static(r)["pct"] == pytest.approx(100.0)
+    assert governor.segment_rate(r, "idle", True) is None
+
+
+def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
+    """StressCuts interrupts the run (SIGINT) and keeps stress-ng's own
+    report of it: a fake stress-ng that reports 500 bogo-ops in 2.00 s
+    when interrupted; a run that says nothing of its workers is refused."""
+    from schedsteal.guest import governor_probe
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "stress-ng"
+    fake.write_text("#!/bin/sh\n"
+                    "trap 'echo \"stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00"
+                    "  250.00\"; exit 0' INT\n"
+                    "echo 'stress-ng: info:  [1] dispatching hogs: 2 cpu'\n"
+                    "while :; do sleep 0.01; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    cuts = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
+    try:
+        cuts.cut(("start", False))
+        cuts.cut(("busy", True))
+        cuts.cut(None)
+        cuts.cut(("idle", False))   # stopped for good: no new run
+    finally:
+        cuts.stop()
+    assert cuts.p is None and cuts.total == 1000
+    assert [s[:2] for s in cuts.segments] == [["start", False], ["busy", True]]
+    assert all(s[4] == 500 and s[5] == pytest.approx(2.0) for s in cuts.segments)
+    assert all(s[2] <= s[3] for s in cuts.segments)
+    fake.write_text("#!/bin/sh\necho 'stress-ng: error: no workers'\n")
+    with pytest.raises(RuntimeError, match="did not start its workers"):
+        governor_probe.StressCuts([0], 2, str(tmp_path), 0.0).cut(("start", False))
+
+
+def _boot(rates: dict) -> dict:
+    """A made-up run whose phases have the given rounds/s (one window each)."""
+    r = result()
+    s, t = [], 0.0
+    for phase, rate in rates.items():
+        s += [[t, phase, 2, True, [0, 0], 0], [t + 1.0, phase, 2, True, [0, 0], 0]]
+        t += 2.0
+    r["samples"] = s
+    r["reached"] = {p: None for p in rates}
+    r["segments"] = [[p, False, 0.0, 1.0, rate, 1.0] for p, rate in rates.items()]
+    return r
+
+
+def test_compare_sets_the_governor_beside_each_static_set(tmp_path, capsys):
+    boots = [_boot({"static8": 50.0, "static2": 40.0, "busy": 48.0}),
+             _boot({"static8": 60.0, "static2": 44.0, "busy": 57.0}),
+             _boot({"static2": 42.0, "static8": 55.0, "busy": 53.0})]
+    c = governor.compare(boots)
+    rows = {r["phase"]: r for r in c["rows"]}
+    assert [r["phase"] for r in c["rows"]] == ["static8", "static2", "busy"]
+    assert rows["static8"]["mean"] == pytest.approx(55.0)
+    assert rows["busy"]["mean"] == pytest.approx(158.0 / 3)
+    assert c["best"] == "static8"
+    assert rows["static8"]["gov_pct"] == pytest.approx(100.0 * (158.0 / 3 / 55.0 - 1))
+    assert rows["static2"]["gov_pct"] > 0 and rows["static2"]["p"] < 0.05
+    assert c["vs_boot_best_pct"] == pytest.approx(
+        100.0 * ((48 / 50 + 57 / 60 + 53 / 55) / 3 - 1))
+    paths = []
+    for i, b in enumerate(boots):
+        f = tmp_path / f"r{i}.json"
+        f.write_text(json.dumps(b))
+        paths.append(str(f))
+    assert governor.main(["compare", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "best static set (highest mean): static8; the governor against it: -4.2% (p 0.020)" in out
+    assert "+ = the governor's higher" in out
+
+
+def test_compare_refuses_runs_that_do_not_match(tmp_path, capsys):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(_boot({"static8": 50.0, "busy": 48.0})))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(_boot({"static4": 50.0, "busy": 48.0})))
+    assert governor.main(["compare", str(a), str(b)]) == 2
+    assert "the same static sets" in capsys.readouterr().err
+    assert governor.main(["compare", str(a), str(tmp_path / "none.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err

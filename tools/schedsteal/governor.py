@@ -9,10 +9,11 @@ stopped, then CPUs parked by hand (which it must leave alone). It prints
 one row per phase; ``report`` reads a saved result.
 
     schedsteal-governor run --kernel bzImage [--qemu PATH] [--preset overcommit8|numa2]
-        [--interval-ms 200] [--hackbench GROUPS,LOOPS | --stress-ng WORKERS,SECONDS]
+        [--interval-ms 200] [--hackbench GROUPS,LOOPS | --stress-ng WORKERS[,SECONDS]]
         [--hold-s S] [--no-static]
         [--out DIR] [--json] [--plot FILE.png]
     schedsteal-governor report RESULT.json [--json] [--plot FILE.png]
+    schedsteal-governor compare RESULT.json RESULT.json... [--json]
 
 Columns (one row per phase, over the samples after the phase reached
 its state, or all of it when it never did): reached (s after the phase
@@ -22,10 +23,27 @@ guest's steal time as a share of its online CPUs' time, the governor's
 own ratio), rounds/s (the busy loops' rounds per second, all loops: the
 workload's throughput; higher is better). No A/B: no sign convention.
 
+With ``--stress-ng WORKERS`` (no run length) the guest runs one stress-ng
+at a time and interrupts it at each phase's start and when the phase
+reaches its state; a phase's rounds/s is then the bogo-ops over the real
+time that stress-ng itself reported for those windows (bogo-ops/s, no
+whole-run rounding). ``--stress-ng WORKERS,SECONDS`` runs SECONDS-long
+runs back to back and counts the finished runs' bogo-ops (whole runs:
+a window's rate is off by up to one run).
+
 Before the governor's busy phase, `run` holds static sets (the first K
 CPUs preferred, the governor off: static8, static4, ...) with the same
 loops; the line under the table compares the governor's converged
 throughput with the best of them (+ = the governor's higher).
+
+``compare`` reads several runs (boots) and sets the governor's converged
+throughput beside each static set's, boot by boot: per set, the boots,
+the mean and standard deviation of rounds/s, and the governor against
+the set (%chg of the means, + = the governor's higher; p of a paired
+t-test over the boots). The best static set is the one with the highest
+mean over the boots; the last lines say how far the governor is from it,
+and from the best set of each boot (a boot's maximum, which favours the
+static sets: noise lifts the maximum of four).
 
 The plot: each CPU's steal (% of that CPU's time), the preferred count,
 and the throughput, against time, the phases marked.
@@ -43,7 +61,7 @@ import statistics
 import sys
 import tempfile
 
-from . import lab, labcheck, plots, vm
+from . import lab, labcheck, plots, stats, vm
 from .cli import ToolParser
 from .guest.settings import AbbenchError
 from .table import format_table
@@ -65,7 +83,7 @@ class GovernorError(Exception):
 
 def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
         preset: str = PRESET, append: list[str] | None = None,
-        static: bool = False, hackbench: str | None = None,
+        static: bool | str = False, hackbench: str | None = None,
         hold_s: float | None = None, stress_ng: str | None = None) -> tuple[dict, vm.RunResult]:
     """Boot and probe; the probe's result (governor_probe.py run), with
     the preset's name added, and the run. The probe switches the governor
@@ -73,7 +91,7 @@ def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
     monitor = lab.StealMonitor({"confine": lab.ConfineQemu({0})})
     cmd = f"python3 guest/governor_probe.py run --workdir /tmp {TARGETS[preset]}"
     if static:
-        cmd += f" --static {STATIC[preset]}"
+        cmd += f" --static {static if isinstance(static, str) else STATIC[preset]}"
     if hackbench:
         cmd += f" --hackbench {hackbench}"
     if stress_ng:
@@ -112,6 +130,16 @@ def phases(result: dict) -> list[str]:
     return seen
 
 
+def segment_rate(result: dict, phase: str, settled: bool) -> float | None:
+    """bogo-ops/s of a phase's stress-ng windows (--stress-ng WORKERS):
+    those after the phase reached its state when `settled`, else all;
+    None when the result has no windows for the phase."""
+    segs = [s for s in result.get("segments", []) if s[0] == phase]
+    chosen = [s for s in segs if s[1]] if settled else segs
+    real = sum(s[5] for s in chosen)
+    return sum(s[4] for s in chosen) / real if real > 0 else None
+
+
 def summary(result: dict) -> list[dict]:
     """One row per phase (see the module's docstring)."""
     rows, got = [], samples(result)
@@ -125,6 +153,9 @@ def summary(result: dict) -> list[dict]:
         span = settled[-1]["t"] - settled[0]["t"]
         changes = sum(a != b for a, b in zip(counts, counts[1:]))
         steal, rounds = _rate(settled[0], settled[-1], hz, ncpu)
+        cut = segment_rate(result, phase, reached is not None)
+        if cut is not None:
+            rounds = cut
         rows.append({"phase": phase,
                      "reached": None if reached is None else reached - starts.get(phase, 0.0),
                      "samples": len(settled),
@@ -148,6 +179,59 @@ def against_static(result: dict) -> dict | None:
         return None
     return {"best": best["phase"],
             "pct": 100.0 * (rows["busy"]["rounds_per_s"] / best["rounds_per_s"] - 1)}
+
+
+def compare(results: list[dict]) -> dict:
+    """Static sets against the governor over several runs (see the
+    module's docstring): {"rows": [...], "best": phase, "vs_best": row,
+    "vs_boot_best_pct": mean %}."""
+    per = []
+    for r in results:
+        rows = {x["phase"]: x["rounds_per_s"] for x in summary(r)}
+        if "busy" not in rows:
+            raise GovernorError("a run without its busy phase")
+        per.append(rows)
+    sets = [p for p in per[0] if p.startswith("static")]
+    if not sets or any(set(p for p in x if p.startswith("static")) != set(sets) for x in per):
+        raise GovernorError("the runs must all hold the same static sets")
+    sets.sort(key=lambda p: -int(p[len("static"):]))
+    gov = [x["busy"] for x in per]
+    rows = []
+    for phase in sets + ["busy"]:
+        vals = [x[phase] for x in per]
+        row = {"phase": phase, "n": len(vals), "mean": stats.amean(vals),
+               "sd": stats.stddev(vals) if len(vals) > 1 else None}
+        if phase != "busy":
+            row["gov_pct"] = stats.pct_improvement(row["mean"], stats.amean(gov), True)
+            row["p"] = stats.paired_ttest(gov, vals).p
+        rows.append(row)
+    best = max((r for r in rows if r["phase"] != "busy"), key=lambda r: r["mean"])
+    boot_best = [100.0 * (x["busy"] / max(x[p] for p in sets) - 1) for x in per
+                 if max(x[p] for p in sets) > 0]
+    return {"rows": rows, "best": best["phase"], "vs_best": best,
+            "vs_boot_best_pct": stats.amean(boot_best) if boot_best else None}
+
+
+def format_compare(c: dict) -> str:
+    out = ["The governor (busy phase, converged) against static sets, boot by boot; "
+           "%chg = governor against the set (+ = the governor's higher), p: paired t-test.",
+           ""]
+    rows = [("set", "boots", "rounds/s", "sd", "%chg", "p")]
+    for r in c["rows"]:
+        name = "governor" if r["phase"] == "busy" else r["phase"]
+        rows.append((name, r["n"], f"{r['mean']:.4g}",
+                     "-" if r["sd"] is None else f"{r['sd']:.3g}",
+                     "" if r["phase"] == "busy" or r["gov_pct"] is None
+                     else f"{r['gov_pct']:+.1f}",
+                     "" if r["phase"] == "busy" or r.get("p") is None else f"{r['p']:.3f}"))
+    out += format_table(rows)
+    b = c["vs_best"]
+    out += ["", f"best static set (highest mean): {c['best']}; the governor against it: "
+            + ("-" if b["gov_pct"] is None else f"{b['gov_pct']:+.1f}%")
+            + ("" if b.get("p") is None else f" (p {b['p']:.3f})")]
+    if c["vs_boot_best_pct"] is not None:
+        out.append(f"against each boot's best static set: {c['vs_boot_best_pct']:+.1f}% (mean)")
+    return "\n".join(out) + "\n"
 
 
 def format_summary(result: dict) -> str:
@@ -202,8 +286,14 @@ def plot(result: dict, path: str) -> None:
     if result.get("workload") in ("hackbench", "stress-ng"):
         w = max(1, int(round(5.0 / result["poll_s"])))
         mid = [(a["t"] + b["t"]) / 2 for a, b in zip(got, got[w:])]
-    rate = [_rate(a, b, hz, result["online"])[1] for a, b in zip(got, got[w:])]
-    ax3.plot(mid[:len(rate)], rate, lw=0.8)
+    if result.get("segments"):
+        # One level per stress-ng window, as stress-ng reported it.
+        for seg in result["segments"]:
+            if seg[5] > 0:
+                ax3.hlines(seg[4] / seg[5], seg[2], seg[3], lw=1.5)
+    else:
+        rate = [_rate(a, b, hz, result["online"])[1] for a, b in zip(got, got[w:])]
+        ax3.plot(mid[:len(rate)], rate, lw=0.8)
     ax3.set_ylabel({"hackbench": "hackbench runs/s",
                     "stress-ng": "stress-ng bogo-ops/s"}.get(result.get("workload"),
                                                             "loop rounds/s (all)"))
@@ -240,15 +330,24 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "(rounds/s = finished runs per second) instead of a busy loop per CPU")
-    r.add_argument("--stress-ng", metavar="WORKERS,SECONDS",
+    r.add_argument("--stress-ng", metavar="WORKERS[,SECONDS]",
                    help="the load: stress-ng --cpu WORKERS --cpu-method matrixprod "
-                        "--timeout SECONDS back to back (bench-park's mix; rounds/s = "
-                        "bogo-ops per second of the finished runs)")
+                        "(bench-park's mix), one run cut at each phase's windows "
+                        "(rounds/s = the windows' bogo-ops per real second, as stress-ng "
+                        "reports them), or SECONDS-long runs back to back (rounds/s = "
+                        "bogo-ops of the finished runs per second)")
     r.add_argument("--hold-s", type=float, help="seconds each phase holds its state "
                    "(and each static set runs; default 4)")
     r.add_argument("--no-static", action="store_true",
                    help="skip the static sets the governor is compared with")
+    r.add_argument("--static", metavar="K,...",
+                   help="the static sets to hold, in this order (preferred-CPU counts, "
+                        "1 to the preset's CPUs; default 8,4,3,2 on overcommit8, "
+                        "8,4,2 on numa2)")
     r.add_argument("--out", metavar="DIR", help="keep the boot's files and result.json here")
+    c = sub.add_parser("compare", help="the governor against the static sets over several runs")
+    c.add_argument("results", nargs="+", metavar="RESULT.json", help="result.json of runs")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
     for q in (r, sub.add_parser("report", help="the table (and plot) of a saved result")):
         if q is not r:
             q.add_argument("result", help="result.json of a run")
@@ -263,6 +362,24 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     err = f"{make_parser().prog}: error:"
+    if args.action == "compare":
+        try:
+            results = []
+            for path in args.results:
+                try:
+                    with open(path) as f:
+                        results.append(json.load(f))
+                    summary(results[-1])
+                except OSError as e:
+                    raise GovernorError(f"cannot read {path}: {e.strerror}") from None
+                except (ValueError, KeyError, TypeError, IndexError) as e:
+                    raise GovernorError(f"{path}: not a governor result ({e})") from None
+            c = compare(results)
+        except GovernorError as e:
+            print(f"{err} {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(c) if args.json else format_compare(c), end="\n" if args.json else "")
+        return 0
     try:
         if args.plot:
             plots.plot_format(args.plot)
@@ -282,11 +399,20 @@ def main(argv: list[str] | None = None) -> int:
             if args.hackbench and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.hackbench):
                 raise GovernorError(f"--hackbench {args.hackbench}: expected GROUPS,LOOPS "
                                     "(two positive integers)")
-            if args.stress_ng and not re.fullmatch(r"[1-9][0-9]*,[1-9][0-9]*", args.stress_ng):
-                raise GovernorError(f"--stress-ng {args.stress_ng}: expected WORKERS,SECONDS "
-                                    "(two positive integers)")
+            if args.stress_ng and not re.fullmatch(r"[1-9][0-9]*(,[1-9][0-9]*)?",
+                                                   args.stress_ng):
+                raise GovernorError(f"--stress-ng {args.stress_ng}: expected WORKERS or "
+                                    "WORKERS,SECONDS (positive integers)")
             if args.hackbench and args.stress_ng:
                 raise GovernorError("--hackbench and --stress-ng: one load at a time")
+            if args.static is not None:
+                ncpu = max(int(k) for k in STATIC[args.preset].split(","))
+                ks = args.static.split(",")
+                if args.no_static or not all(re.fullmatch(r"[1-9][0-9]*", k) and
+                                             int(k) <= ncpu for k in ks) \
+                        or len(set(ks)) != len(ks):
+                    raise GovernorError(f"--static {args.static}: expected distinct counts "
+                                        f"from 1 to {ncpu}, and no --no-static")
             if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 8:
                 raise GovernorError(f"--unpark-backoff {args.unpark_backoff}: the governor "
                                     "takes 0 to 8")
@@ -303,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result, _ = run(args.kernel, qemu.binary, args.interval_ms,
                                 keep=os.path.join(out, "boot"), preset=args.preset,
-                                static=not args.no_static, hackbench=args.hackbench,
+                                static=False if args.no_static else (args.static or True),
+                                hackbench=args.hackbench,
                                 hold_s=args.hold_s, stress_ng=args.stress_ng,
                                 append=None if args.unpark_backoff is None else
                                 [f"steal_governor.unpark_backoff={args.unpark_backoff}"])

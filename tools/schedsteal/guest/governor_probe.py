@@ -13,8 +13,9 @@ Prints one JSON object for tests/vm/test_governor.py and
                    the first K CPUs preferred (the rest parked by hand)
                    for --hold-s each: the static sets to compare with;
           busy     a busy loop per online CPU (or, --hackbench G,L, hackbench
-                   runs back to back; or, --stress-ng N,S, stress-ng runs of
-                   N matrixprod workers for S s back to back, rounds being
+                   runs back to back; or, --stress-ng N, one stress-ng run of
+                   N matrixprod workers cut at each window (below); or
+                   --stress-ng N,S, runs of S s back to back, rounds being
                    bogo-ops), every CPU allowed: until at
                    most --busy-to CPUs are preferred, then --hold-s more;
           confine  between the marks confine-start and confine-end (the
@@ -30,16 +31,24 @@ Prints one JSON object for tests/vm/test_governor.py and
         hand-written set must stay), the files read back, and the set
         cleared. Each loop counts its rounds (a counter file per loop,
         read at each sample): the workload's throughput.
+
+        With --stress-ng N (no run length) the load is one stress-ng run
+        at a time, interrupted (SIGINT: stress-ng stops its workers and
+        reports the partial run) and started again at each phase's start
+        and when a phase reaches its state: "segments" lists each window's
+        [phase, settled, t start, t end, bogo-ops, real s] as stress-ng
+        reported them, so that a phase's rate has no whole-run rounding.
 """
 import argparse
 import os
+import re
 import signal
 import subprocess
 import time
 
 from .. import schedstat
 from ..cpulist import format_cpulist, parse_cpulist
-from . import kernel, print_result, stop_hogs, until
+from . import kernel, print_result, stop_hogs, until, workloads
 from .lab_probe import write_mark
 
 GOVERNOR = "/sys/module/steal_governor/parameters"
@@ -112,6 +121,66 @@ HACKBENCH_LOOP = ("echo running; while :; do "
                   "hackbench -P -p -g {groups} -l {loops} >/dev/null 2>&1 && printf x >>{path}; done")
 
 
+class StressCuts:
+    """One stress-ng run of `workers` matrixprod workers at a time (every
+    CPU in `cpus` allowed), cut at each window: cut() interrupts the run,
+    keeps what stress-ng reported for it and starts the next one. A run is
+    bounded by --timeout 3600 s in case the probe dies without stopping it
+    (its session is killed by stop() as well)."""
+
+    def __init__(self, cpus, workers: int, workdir: str, t0: float):
+        self.cpus, self.workers, self.workdir, self.t0 = cpus, workers, workdir, t0
+        self.p, self.tag, self.started = None, None, None
+        self.segments, self.total, self.stopped = [], 0, False
+
+    def _start(self, tag) -> None:
+        argv = workloads.get("stress-ng-cpu").command(self.workers, {"runtime": 3600}, None)
+        argv[argv.index("--temp-path") + 1] = self.workdir
+        self.p = subprocess.Popen(["taskset", "-c", ",".join(map(str, self.cpus)), *argv],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, start_new_session=True)
+        # Its workers run once it says so (the first start also loads the
+        # binary over 9p): a window starts then, not at the fork.
+        for line in self.p.stdout:
+            if re.search(r"dispatching hogs", line):
+                break
+        else:
+            self.stop()
+            raise RuntimeError("stress-ng did not start its workers")
+        self.tag, self.started = tag, time.monotonic() - self.t0
+
+    def cut(self, tag) -> None:
+        """End the running window (if any) and start one tagged `tag`
+        ((phase, settled)); tag None stops the load for good."""
+        if self.stopped:
+            return
+        if self.p is not None:
+            os.kill(self.p.pid, signal.SIGINT)
+            out = self.p.communicate(timeout=120)[0]
+            ended = time.monotonic() - self.t0
+            self.p = None
+            try:
+                r = workloads.parse_stress_ng(out)
+                ops = r.extra["bogo_ops"]
+                real = ops / r.value if r.value > 0 else ended - self.started
+            except workloads.WorkloadError:
+                # Cut before a worker finished a round (a state reached
+                # at a phase's first sample): nothing done, nothing lost.
+                ops, real = 0, ended - self.started
+            self.segments.append([self.tag[0], self.tag[1], round(self.started, 3),
+                                  round(ended, 3), ops, round(real, 3)])
+            self.total += ops
+        if tag is None:
+            self.stopped = True
+        else:
+            self._start(tag)
+
+    def stop(self) -> None:
+        if self.p is not None:
+            stop_group(self.p)
+            self.p = None
+
+
 class Sampler:
     """Samples of the preferred count, CPU 0's state, each CPU's steal and
     the load's rounds, each tagged with its phase; t in s since creation."""
@@ -120,16 +189,20 @@ class Sampler:
         self.cpus, self.poll = cpus, poll
         self.t0 = time.monotonic()
         self.samples, self.counters, self.starts = [], [], {}
+        self.cuts = None  # StressCuts: windows cut at phase starts and states
 
     def sample(self, phase: str) -> int:
         pref = parse_cpulist(kernel.preferred())
+        rounds = self.cuts.total if self.cuts else loop_rounds(self.counters)
         self.samples.append([round(time.monotonic() - self.t0, 3), phase, len(pref),
-                             0 in pref, steal_ticks(self.cpus), loop_rounds(self.counters)])
+                             0 in pref, steal_ticks(self.cpus), rounds])
         return len(pref)
 
     def phase(self, name, done, limit, hold):
         """Sample until done(count), then `hold` s more, at most `limit` s
         before that; when done() first held (s since creation), or None."""
+        if self.cuts:
+            self.cuts.cut((name, False))
         start = time.monotonic()
         self.starts[name] = round(start - self.t0, 3)
         end = start + limit
@@ -138,6 +211,8 @@ class Sampler:
             n = self.sample(name)
             now = time.monotonic()
             if reached is None and done(n):
+                if self.cuts:
+                    self.cuts.cut((name, True))
                 reached = now - self.t0
                 end = now + hold
             if now >= end:
@@ -223,6 +298,9 @@ def cmd_run(args) -> int:
         kernel.write(enabled, "N")
         if args.hackbench:
             loops, s.counters = start_hackbench(cpus, args.workdir, *args.hackbench)
+        elif args.stress_ng and len(args.stress_ng) == 1:
+            s.cuts = StressCuts(cpus, args.stress_ng[0], args.workdir, s.t0)
+            s.cuts.cut(("start", False))
         elif args.stress_ng:
             loops, s.counters = start_stress(cpus, args.workdir, *args.stress_ng)
         else:
@@ -231,7 +309,7 @@ def cmd_run(args) -> int:
         # The first hackbench run loads its 160 processes over 9p (the
         # first stress-ng run its binary): wait for it (bounded) so that
         # no static set pays for it.
-        if args.hackbench or args.stress_ng:
+        if args.hackbench or (args.stress_ng and not s.cuts):
             until(lambda: loop_rounds(s.counters) >= 1, tries=6000)
         for k in args.static:
             # Static sets for comparison: the first k CPUs preferred.
@@ -250,6 +328,8 @@ def cmd_run(args) -> int:
                                      args.phase_s, args.hold_s)
         stop_loops(loops, args)
         loops = []
+        if s.cuts:
+            s.cuts.cut(None)
         reached["idle"] = s.phase("idle", lambda c: c == n, args.phase_s, 0)
         kernel.set_parked(args.others)
         s.phase("others", lambda c: False, args.hold_s, 0)
@@ -262,6 +342,8 @@ def cmd_run(args) -> int:
         off["preferred_cleared"] = kernel.preferred().strip()
     finally:
         stop_loops(loops, args)
+        if s.cuts:
+            s.cuts.stop()
         kernel.write(enabled, "N")
         kernel.set_parked("")
     return print_result({"online": n, "cpus": cpus, "params": running,
@@ -270,7 +352,8 @@ def cmd_run(args) -> int:
                          "static": static, "phase_start": s.starts,
                          "workload": ("hackbench" if args.hackbench else
                                       "stress-ng" if args.stress_ng else "loops"),
-                         "off": off})
+                         "off": off,
+                         **({"segments": s.cuts.segments} if s.cuts else {})})
 
 
 def main(argv=None) -> int:
@@ -288,9 +371,10 @@ def main(argv=None) -> int:
                    type=lambda v: tuple(int(x) for x in v.split(",")),
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "instead of a busy loop per CPU; rounds are finished runs")
-    r.add_argument("--stress-ng", metavar="WORKERS,SECONDS",
+    r.add_argument("--stress-ng", metavar="WORKERS[,SECONDS]",
                    type=lambda v: tuple(int(x) for x in v.split(",")),
-                   help="the load: stress-ng --cpu WORKERS --cpu-method matrixprod "
+                   help="the load: stress-ng --cpu WORKERS --cpu-method matrixprod, "
+                        "one run cut at each window (\"segments\"), or runs of "
                         "--timeout SECONDS back to back; rounds are bogo-ops")
     r.add_argument("--quiet-s", type=float, default=3)
     r.add_argument("--phase-s", type=float, default=30)
@@ -300,4 +384,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.hackbench and args.stress_ng:
         p.error("--hackbench and --stress-ng: one load at a time")
+    if args.stress_ng and (len(args.stress_ng) > 2 or min(args.stress_ng) < 1):
+        p.error(f"--stress-ng {args.stress_ng}: expected WORKERS or WORKERS,SECONDS")
     return {"run": cmd_run}[args.action](args)
