@@ -52,4 +52,4 @@ def test_packaged_kernel_steals_parks_and_refuses_bad_input():
 
     # Bad writes are refused and change nothing; offlines that fail roll
     # back to the same set (cpuN/hotplug/fail is there in every config).
-    check_bad_input(bad)
+    check_bad_input(bad, stopped_midway=False)

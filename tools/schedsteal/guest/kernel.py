@@ -335,6 +335,13 @@ def set_hotplug_fail(cpu: int, state: int) -> None:
     write(f"{CPU_SYSFS}/cpu{cpu}/hotplug/fail", str(state))
 
 
+def set_hotplug_target(cpu: int, state: int) -> None:
+    """Move the CPU to a hotplug state and stop there (an intermediate one
+    needs CONFIG_CPU_HOTPLUG_STATE_CONTROL); the hotplug lock is released
+    in between."""
+    write(f"{CPU_SYSFS}/cpu{cpu}/hotplug/target", str(state))
+
+
 def set_parked(cpus: str) -> None:
     """Park the CPUs of a cpulist ("" unparks every CPU)."""
     write(PARKED, cpus + "\n")

@@ -325,7 +325,7 @@ def cmd_badinput(args):
     result = {"cases": [], "trail": []}
 
     def snap(step):
-        # cpu_preferred_mask, kept by parking and hotplug (patch 0046),
+        # cpu_preferred_mask, kept by parking and hotplug (park/0009),
         # against the set it must equal: online (= active here) less parked.
         result["trail"].append({"step": step, "online": format_cpulist(kernel.online_cpus()),
                                 "parked": kernel.parked(), "preferred": kernel.preferred()})
@@ -363,6 +363,8 @@ def cmd_badinput(args):
     result["valid"] = [err, kernel.parked()]
     snap("parked 2-3")
     result["rollback"] = offline_rollbacks(last, snap)
+    result["stopped"] = offline_stopped_midway(last)
+    result["stopped_refused"] = offline_stopped_refused(last)
     park("2-3")
     result["preferred"] = kernel.preferred()
     try:
@@ -428,6 +430,75 @@ def offline_rollbacks(last, snap=None):
             snap(f"offline of {cpu} rolled back, {parked} parked")
     park("")
     return cases
+
+
+def offline_stopped_midway(cpu):
+    """`cpu` parked, then stopped on its way offline below sched:active
+    (hotplug/target: inactive, still online, the hotplug lock released);
+    the set written empty meanwhile; then the CPU brought back. The write
+    must stand: the set saved for a rollback of that offline is stale."""
+    err, _ = park(str(cpu))
+    stop = kernel.hotplug_state("workqueue:online")
+    got = {"park_errno": err, "parked": kernel.parked(), "stop_state": stop,
+           "active_state": kernel.hotplug_state("sched:active")}
+    try:
+        kernel.set_hotplug_target(cpu, stop)
+    except OSError as e:
+        # Without CONFIG_CPU_HOTPLUG_STATE_CONTROL only online and offline
+        # are targets (EINVAL): a distribution kernel's case.
+        park("")
+        return {"target_errno": e.errno}
+    try:
+        got["state_while_stopped"] = int(
+            kernel.read(f"{kernel.CPU_SYSFS}/cpu{cpu}/hotplug/state").strip())
+        got["write_errno"], _ = park("")
+        got["parked_while_stopped"] = kernel.parked()
+    finally:
+        kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+    got["online"] = cpu in kernel.online_cpus()
+    got["after"] = kernel.parked()
+    got["preferred"] = kernel.preferred()
+    park("")
+    return got
+
+
+def offline_stopped_refused(cpu):
+    """`cpu` parked and stopped on its way offline as above; two deadline
+    sleepers of half a CPU admitted (7 unparked CPUs hold them); then a
+    park of every CPU but 0 and `cpu`, which would strand them: refused
+    with EBUSY, and a refused write changes nothing, the set saved for
+    the rollback included. Brought back, `cpu` is parked again, and the
+    scheduler treats it so: taken offline for good, it leaves the set
+    (a CPU parked while parking is switched off would stay in it)."""
+    err, _ = park(str(cpu))
+    got = {"park_errno": err}
+    tasks = []
+    try:
+        kernel.set_hotplug_target(cpu, kernel.hotplug_state("workqueue:online"))
+    except OSError as e:
+        park("")
+        return {"target_errno": e.errno}
+    try:
+        half = argparse.Namespace(runtime_us=5000, period_us=10000)
+        for _ in range(2):
+            t = start_dl_sleeper(half)
+            got.setdefault("admitted", []).append(t is not None)
+            if t:
+                tasks.append(t)
+        got["write_errno"], _ = park(format_cpulist(
+            [c for c in kernel.online_cpus() if c not in (0, cpu)]))
+        got["parked_while_stopped"] = kernel.parked()
+    finally:
+        stop_hogs(tasks)
+        kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+    got["after"] = kernel.parked()
+    got["preferred"] = kernel.preferred()
+    kernel.set_online(cpu, False)
+    got["parked_when_offline"] = kernel.parked()
+    kernel.set_online(cpu, True)
+    got["parked_when_online"] = kernel.parked()
+    park("")
+    return got
 
 
 def utime(pid):
