@@ -331,7 +331,8 @@ def hotplug_state(name: str) -> int:
 
 def set_hotplug_fail(cpu: int, state: int) -> None:
     """Make the CPU's next transition through `state` fail with EAGAIN
-    (CONFIG_CPU_HOTPLUG_STATE_CONTROL): the transition then rolls back."""
+    (the file is there with CONFIG_HOTPLUG_CPU alone): the transition
+    then rolls back."""
     write(f"{CPU_SYSFS}/cpu{cpu}/hotplug/fail", str(state))
 
 
