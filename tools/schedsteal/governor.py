@@ -83,15 +83,16 @@ class GovernorError(Exception):
 
 def run(kernel: str, qemu: str, interval_ms: int = 200, keep: str | None = None,
         preset: str = PRESET, append: list[str] | None = None,
-        static: bool | str = False, hackbench: str | None = None,
+        static: str | None = None, hackbench: str | None = None,
         hold_s: float | None = None, stress_ng: str | None = None) -> tuple[dict, vm.RunResult]:
     """Boot and probe; the probe's result (governor_probe.py run), with
     the preset's name added, and the run. The probe switches the governor
-    on (vm.py boots every guest with it off)."""
+    on (vm.py boots every guest with it off). static: the static sets to
+    hold first ("8,4,3,2"), or None for none."""
     monitor = lab.StealMonitor({"confine": lab.ConfineQemu({0})})
     cmd = f"python3 guest/governor_probe.py run --workdir /tmp {TARGETS[preset]}"
     if static:
-        cmd += f" --static {static if isinstance(static, str) else STATIC[preset]}"
+        cmd += f" --static {static}"
     if hackbench:
         cmd += f" --hackbench {hackbench}"
     if stress_ng:
@@ -429,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result, _ = run(args.kernel, qemu.binary, args.interval_ms,
                                 keep=os.path.join(out, "boot"), preset=args.preset,
-                                static=False if args.no_static else (args.static or True),
+                                static=None if args.no_static else
+                                (args.static or STATIC[args.preset]),
                                 hackbench=args.hackbench,
                                 hold_s=args.hold_s, stress_ng=args.stress_ng,
                                 append=None if args.unpark_backoff is None else

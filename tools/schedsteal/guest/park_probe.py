@@ -432,29 +432,42 @@ def offline_rollbacks(last, snap=None):
     return cases
 
 
+def stop_midway(cpu):
+    """`cpu` taken towards offline and stopped at workqueue:online, below
+    sched:active (hotplug/target: inactive, still online, the hotplug
+    lock released); resume(cpu) brings it back. The errno when the kernel
+    refuses the target (EINVAL without CONFIG_CPU_HOTPLUG_STATE_CONTROL:
+    a distribution kernel), else None."""
+    try:
+        kernel.set_hotplug_target(cpu, kernel.hotplug_state("workqueue:online"))
+    except OSError as e:
+        return e.errno
+    return None
+
+
+def resume(cpu):
+    kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+
+
 def offline_stopped_midway(cpu):
-    """`cpu` parked, then stopped on its way offline below sched:active
-    (hotplug/target: inactive, still online, the hotplug lock released);
-    the set written empty meanwhile; then the CPU brought back. The write
+    """`cpu` parked, then stopped on its way offline (stop_midway()); the
+    set written empty meanwhile; then the CPU brought back. The write
     must stand: the set saved for a rollback of that offline is stale."""
     err, _ = park(str(cpu))
-    stop = kernel.hotplug_state("workqueue:online")
-    got = {"park_errno": err, "parked": kernel.parked(), "stop_state": stop,
+    got = {"park_errno": err, "parked": kernel.parked(),
+           "stop_state": kernel.hotplug_state("workqueue:online"),
            "active_state": kernel.hotplug_state("sched:active")}
-    try:
-        kernel.set_hotplug_target(cpu, stop)
-    except OSError as e:
-        # Without CONFIG_CPU_HOTPLUG_STATE_CONTROL only online and offline
-        # are targets (EINVAL): a distribution kernel's case.
+    refused = stop_midway(cpu)
+    if refused:
         park("")
-        return {"target_errno": e.errno}
+        return {"target_errno": refused}
     try:
         got["state_while_stopped"] = int(
             kernel.read(f"{kernel.CPU_SYSFS}/cpu{cpu}/hotplug/state").strip())
         got["write_errno"], _ = park("")
         got["parked_while_stopped"] = kernel.parked()
     finally:
-        kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+        resume(cpu)
     got["online"] = cpu in kernel.online_cpus()
     got["after"] = kernel.parked()
     got["preferred"] = kernel.preferred()
@@ -473,11 +486,10 @@ def offline_stopped_refused(cpu):
     err, _ = park(str(cpu))
     got = {"park_errno": err}
     tasks = []
-    try:
-        kernel.set_hotplug_target(cpu, kernel.hotplug_state("workqueue:online"))
-    except OSError as e:
+    refused = stop_midway(cpu)
+    if refused:
         park("")
-        return {"target_errno": e.errno}
+        return {"target_errno": refused}
     try:
         half = argparse.Namespace(runtime_us=5000, period_us=10000)
         for _ in range(2):
@@ -490,7 +502,7 @@ def offline_stopped_refused(cpu):
         got["parked_while_stopped"] = kernel.parked()
     finally:
         stop_hogs(tasks)
-        kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+        resume(cpu)
     got["after"] = kernel.parked()
     got["preferred"] = kernel.preferred()
     kernel.set_online(cpu, False)
