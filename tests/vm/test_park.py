@@ -93,6 +93,25 @@ def overcommit8_park(test_kernel):
 
 
 @pytest.mark.full
+def test_a_cpu_parked_while_stopped_offline_leaves_the_set_when_it_dies(test_kernel):
+    """Review 44b: a CPU stopped midway offline (cpuN/hotplug/target) sits
+    in the default root domain. With an active CPU there too (CPU 3,
+    isolcpus=domain), a write that parks the stopped CPU is accepted; the
+    offline then completed with the CPU still in the set, and it came
+    back online parked (the stop-43 kernel: `parked` 7 when offline and
+    when online again). A CPU that goes offline leaves the set: also when
+    it dies (park/0001)."""
+    got, _ = probe(test_kernel, "overcommit8", "stopself", append=["isolcpus=domain,3"])
+    assert got["isolated"] == "3", got
+    own = got["stopped_self"]
+    assert "target_errno" not in own and "resume_errno" not in own, own
+    assert own["write_errno"] == 0 and own["parked_while_stopped"] == "7", own
+    assert not own["online_after_offline"], own
+    assert own["parked_when_offline"] == "", own
+    assert own["parked_when_online"] == "" and own["preferred"] == "0-7", own
+
+
+@pytest.mark.full
 def test_bad_input_is_refused_and_changes_nothing(overcommit8_park):
     check_bad_input(overcommit8_park["badinput"])
 
@@ -175,6 +194,7 @@ def check_bad_input(got, stopped_midway=True):
         assert "target_errno" not in stopped, f"hotplug/target refused: {stopped}"
         assert stopped["park_errno"] == 0 and stopped["parked"] == "7", stopped
         # Stopped below sched:active: deactivated, the lock released.
+        assert "resume_errno" not in stopped, stopped
         assert stopped["state_while_stopped"] == stopped["stop_state"], stopped
         assert stopped["stop_state"] < stopped["active_state"], stopped
         assert stopped["write_errno"] == 0 and stopped["parked_while_stopped"] == "", stopped
@@ -185,10 +205,21 @@ def check_bad_input(got, stopped_midway=True):
         # and the switch of parking included (review 43b).
         ref = got["stopped_refused"]
         assert "target_errno" not in ref, ref
+        assert "resume_errno" not in ref, ref
         assert ref["park_errno"] == 0 and ref["admitted"] == [True, True], ref
         assert ref["write_errno"] == errno.EBUSY and ref["parked_while_stopped"] == "", ref
         assert ref["after"] == "7" and ref["preferred"] == "0-6", ref
         assert ref["parked_when_offline"] == "" and ref["parked_when_online"] == "", ref
+        # Review 44: parking the stopped CPU itself. It went offline with
+        # the bit set if the write were accepted; it is refused (EINVAL:
+        # its root domain has no active CPU), and the CPU goes offline
+        # and comes back unparked.
+        own = got["stopped_self"]
+        assert "target_errno" not in own and "resume_errno" not in own, own
+        assert own["write_errno"] == errno.EINVAL and own["parked_while_stopped"] == "", own
+        assert not own["online_after_offline"], own
+        assert own["parked_when_offline"] == "" and own["parked_when_online"] == "", own
+        assert own["preferred"] == "0-7", own
     else:
         # Without CONFIG_CPU_HOTPLUG_STATE_CONTROL (a distribution's
         # config) the intermediate target is refused, or the case ran.
@@ -336,6 +367,22 @@ def test_rt_task_pinned_to_a_parked_cpu_is_reported(llc2x4_park):
     assert got["pinned_cpu"] == 6, "it stays"
     assert got["pinned_counted"], "park_pinned counts it"
     assert len(got["log_lines"]) == 1, got["log_lines"]
+
+
+@pytest.mark.full
+def test_rt_task_whose_other_cpu_is_offline_is_reported(llc2x4_park):
+    """Review 44: the RT push reported only tasks whose affinity is all
+    parked, and the fair push every task with no active unparked CPU. An
+    RT hog allowed on CPUs 5-6, CPU 5 taken offline (the affinity keeps
+    it) and CPU 6 parked: it stays on 6 and, before the fix, was neither
+    counted nor reported (the stop-43 kernel: park_pinned 0, no line)."""
+    got = llc2x4_park[1]
+    assert got["park3_errno"] == 0
+    assert got["two_affinity"] == "5-6", got
+    assert got["two_cpu"] == 6, "it stays"
+    assert got["two_counted"], "park_pinned counts it"
+    assert len(got["two_log_lines"]) == 1, got["two_log_lines"]
+    assert "no active unparked CPU" in got["two_log_lines"][0], got["two_log_lines"]
 
 
 @pytest.mark.full

@@ -365,6 +365,7 @@ def cmd_badinput(args):
     result["rollback"] = offline_rollbacks(last, snap)
     result["stopped"] = offline_stopped_midway(last)
     result["stopped_refused"] = offline_stopped_refused(last)
+    result["stopped_self"] = offline_stopped_park_self(last)
     park("2-3")
     result["preferred"] = kernel.preferred()
     try:
@@ -445,8 +446,15 @@ def stop_midway(cpu):
     return None
 
 
-def resume(cpu):
-    kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+def resume(cpu, got):
+    """Bring `cpu` back online from stop_midway(). Called from a
+    `finally`: an error is recorded as got["resume_errno"] rather than
+    raised, so that it does not hide the exception being handled, and the
+    result still reaches the test (which asserts it absent)."""
+    try:
+        kernel.set_hotplug_target(cpu, kernel.hotplug_state("online"))
+    except OSError as e:
+        got["resume_errno"] = e.errno
 
 
 def offline_stopped_midway(cpu):
@@ -467,7 +475,7 @@ def offline_stopped_midway(cpu):
         got["write_errno"], _ = park("")
         got["parked_while_stopped"] = kernel.parked()
     finally:
-        resume(cpu)
+        resume(cpu, got)
     got["online"] = cpu in kernel.online_cpus()
     got["after"] = kernel.parked()
     got["preferred"] = kernel.preferred()
@@ -502,7 +510,7 @@ def offline_stopped_refused(cpu):
         got["parked_while_stopped"] = kernel.parked()
     finally:
         stop_hogs(tasks)
-        resume(cpu)
+        resume(cpu, got)
     got["after"] = kernel.parked()
     got["preferred"] = kernel.preferred()
     kernel.set_online(cpu, False)
@@ -511,6 +519,42 @@ def offline_stopped_refused(cpu):
     got["parked_when_online"] = kernel.parked()
     park("")
     return got
+
+
+def offline_stopped_park_self(cpu):
+    """Review 44: `cpu` stopped on its way offline (stop_midway(): online
+    but inactive), then a write that parks `cpu` itself, then the offline
+    completed. A CPU that goes offline leaves the set: the write is
+    refused (EINVAL: the stopped CPU's root domain has no active CPU left
+    to run its tasks), or the CPU leaves the set when it dies."""
+    got = {}
+    refused = stop_midway(cpu)
+    if refused:
+        return {"target_errno": refused}
+    try:
+        got["write_errno"], _ = park(str(cpu))
+        got["parked_while_stopped"] = kernel.parked()
+        kernel.set_online(cpu, False)
+    except OSError as e:
+        got["offline_errno"] = e.errno
+        resume(cpu, got)
+    got["online_after_offline"] = cpu in kernel.online_cpus()
+    got["parked_when_offline"] = kernel.parked()
+    kernel.set_online(cpu, True)
+    got["parked_when_online"] = kernel.parked()
+    got["preferred"] = kernel.preferred()
+    park("")
+    return got
+
+
+def cmd_stopself(args):
+    """offline_stopped_park_self() on the last CPU alone, with the default
+    root domain as the kernel was booted (isolcpus=domain,N puts an active
+    CPU there, and the write that parks the stopped CPU is accepted)."""
+    last = kernel.online_cpus()[-1]
+    result = {"isolated": kernel.read(f"{kernel.CPU_SYSFS}/isolated").strip()}
+    result["stopped_self"] = offline_stopped_park_self(last)
+    return print_result(result)
 
 
 def utime(pid):
@@ -571,7 +615,7 @@ def cmd_pinned(args):
     result["schedstat"] = schedstat_delta(s0, s1)
     log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
     result["log_lines"] = [ln for ln in log.splitlines()
-                           if "parked CPUs" in ln and f"[{result['pid']}]" in ln]
+                           if "parked CPU" in ln and f"[{result['pid']}]" in ln]
     return print_result(result)
 
 
@@ -692,12 +736,38 @@ def cmd_rt(args):
         result["pinned_counted"] = until(counted, tries=500)
         result["pinned_cpu"] = kernel.task_cpu(pinned.pid)
         result["pinned_pid"] = pinned.pid
+        stop_rt_hogs(hogs, runtime)
+        hogs = []
+        park("")
+        # Review 44: an RT task allowed on 5-6; 5 taken offline (its
+        # affinity keeps 5) and 6 parked. No active unparked CPU is left
+        # to it, as for a task pinned to 6: it stays, counted and reported.
+        kernel.write(RT_RUNTIME, "-1")
+        two = rt_hog("5-6", 10)
+        hogs.append(two)
+        kernel.set_online(5, False)
+        # /proc shows the affinity as set; sched_getaffinity() only its
+        # active CPUs.
+        result["two_affinity"] = re.search(r"Cpus_allowed_list:\s*(\S+)",
+                                           kernel.read(f"/proc/{two.pid}/status"))[1]
+        s0 = kernel.read_schedstat()
+        err, _ = park("6")
+        result["park3_errno"] = err
+
+        def counted6():
+            return schedstat_delta(s0, kernel.read_schedstat())[6]["park_pinned"] >= 1
+        result["two_counted"] = until(counted6, tries=500)
+        result["two_cpu"] = kernel.task_cpu(two.pid)
+        result["two_pid"] = two.pid
     finally:
         stop_rt_hogs(hogs, runtime)
         park("")
+        if 5 not in kernel.online_cpus():
+            kernel.set_online(5, True)
     log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
-    result["log_lines"] = [ln for ln in log.splitlines()
-                           if "parked CPUs" in ln and f"[{result.get('pinned_pid')}]" in ln]
+    # "parked CPU": the line before and after review 44's rewording.
+    for key, pid in (("log_lines", result.get("pinned_pid")), ("two_log_lines", result.get("two_pid"))):
+        result[key] = [ln for ln in log.splitlines() if "parked CPU" in ln and f"[{pid}]" in ln]
     return print_result(result)
 
 
@@ -1588,6 +1658,8 @@ def main(argv=None):
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
     h.add_argument("--repeat", type=int, default=3)
+    sub.add_parser("stopself", help="park the CPU stopped midway offline (boot with "
+                   "isolcpus=domain,N for a default root domain with an active CPU)")
     q = sub.add_parser("quiet")
     q.add_argument("--cpus", default="2-7")
     q.add_argument("--seconds", type=float, default=10)
@@ -1600,4 +1672,4 @@ def main(argv=None):
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
             "localpull": cmd_localpull, "dlbw": cmd_dlbw,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
-            "notify": cmd_notify, "numa": cmd_numa}[args.action](args)
+            "notify": cmd_notify, "numa": cmd_numa, "stopself": cmd_stopself}[args.action](args)
