@@ -557,6 +557,23 @@ def cmd_stopself(args):
     return print_result(result)
 
 
+def allowed_list(pid):
+    """The task's affinity as set (/proc's Cpus_allowed_list), offline
+    CPUs included; sched_getaffinity() gives only its active CPUs."""
+    return re.search(r"Cpus_allowed_list:\s*(\S+)", kernel.read(f"/proc/{pid}/status"))[1]
+
+
+def park_counting_pinned(cpus, cpu):
+    """Park `cpus`; return (errno, whether `cpu`'s park_pinned moved),
+    waiting for the count a bounded while."""
+    s0 = kernel.read_schedstat()
+    err, _ = park(cpus)
+
+    def counted():
+        return schedstat_delta(s0, kernel.read_schedstat())[cpu]["park_pinned"] >= 1
+    return err, until(counted, tries=500)
+
+
 def utime(pid):
     return int(kernel.read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[11])
 
@@ -574,8 +591,7 @@ def cmd_pinned(args):
     result = {}
     try:
         # Poll until taskset has pinned it (bounded: taskset fails or not).
-        until(lambda: re.search(rf"Cpus_allowed_list:\s*{args.cpu}\n",
-                                kernel.read(f"/proc/{hog.pid}/status")), tries=1000)
+        until(lambda: allowed_list(hog.pid) == str(args.cpu), tries=1000)
         mover, = start_hogs(str(args.mover), 1)
         until(lambda: kernel.task_cpu(mover.pid) == args.mover, tries=1000)
         result["mover_before"] = {"cpu": kernel.task_cpu(mover.pid),
@@ -604,8 +620,7 @@ def cmd_pinned(args):
         u2 = utime(hog.pid)
         s1 = kernel.read_schedstat()
         result["utime"] = [u0, u1, u2]
-        result["affinity"] = re.search(r"Cpus_allowed_list:\s*(\S+)",
-                                       kernel.read(f"/proc/{hog.pid}/status"))[1]
+        result["affinity"] = allowed_list(hog.pid)
         result["cpu"] = kernel.task_cpu(hog.pid)
         result["pid"] = hog.pid
         result["pinned_moves"] = task_sched(hog.pid, NON_PREFERRED)
@@ -727,13 +742,7 @@ def cmd_rt(args):
         # An RT task pinned to a CPU that gets parked.
         pinned = rt_hog("6", 10)
         hogs.append(pinned)
-        s0 = kernel.read_schedstat()
-        err, _ = park("6-7")
-        result["park2_errno"] = err
-
-        def counted():
-            return schedstat_delta(s0, kernel.read_schedstat())[6]["park_pinned"] >= 1
-        result["pinned_counted"] = until(counted, tries=500)
+        result["park2_errno"], result["pinned_counted"] = park_counting_pinned("6-7", 6)
         result["pinned_cpu"] = kernel.task_cpu(pinned.pid)
         result["pinned_pid"] = pinned.pid
         stop_rt_hogs(hogs, runtime)
@@ -746,17 +755,8 @@ def cmd_rt(args):
         two = rt_hog("5-6", 10)
         hogs.append(two)
         kernel.set_online(5, False)
-        # /proc shows the affinity as set; sched_getaffinity() only its
-        # active CPUs.
-        result["two_affinity"] = re.search(r"Cpus_allowed_list:\s*(\S+)",
-                                           kernel.read(f"/proc/{two.pid}/status"))[1]
-        s0 = kernel.read_schedstat()
-        err, _ = park("6")
-        result["park3_errno"] = err
-
-        def counted6():
-            return schedstat_delta(s0, kernel.read_schedstat())[6]["park_pinned"] >= 1
-        result["two_counted"] = until(counted6, tries=500)
+        result["two_affinity"] = allowed_list(two.pid)
+        result["park3_errno"], result["two_counted"] = park_counting_pinned("6", 6)
         result["two_cpu"] = kernel.task_cpu(two.pid)
         result["two_pid"] = two.pid
     finally:
