@@ -22,6 +22,11 @@ host-side tests (tests/vm/test_park.py) assert on.
         second hog starts on --mover (also to be parked) and is allowed
         everywhere right after the park: report where it ends and both
         hogs' nr_migrations_cpu_non_preferred (/proc/PID/sched).
+    park_probe.py pinnedeach --cpus 4-7 [--rounds 1] [--gap 0]
+        One hog pinned to each CPU of --cpus, then those CPUs parked, per
+        round: every task must be counted and have its own log line (the
+        reports come at about the same tick; the limit is 10 lines in
+        5 s, so --gap past 5 s for more than two rounds of 4).
     park_probe.py pingpong --park 5 --cpus 0,5 [--hogs 4] [--seconds 5]
         Hogs allowed on an unparked and a parked CPU: once they have left
         the parked CPU, sample where they run and count the parked CPU's
@@ -32,7 +37,10 @@ host-side tests (tests/vm/test_park.py) assert on.
         and 2 run lower RT tasks and only the parked CPU 7 runs none: it
         must be pushed to CPU 1 or 2 (the next cpupri level). Then an RT
         task pinned to CPU 6 has CPU 6 parked under it: it stays, and is
-        counted and reported like a pinned CFS task.
+        counted and reported like a pinned CFS task; so is one allowed on
+        5-6 with 5 offline. Last, an RT task allowed on 5-7, asleep on 6
+        with 5 offline, 6-7 parked and a higher one on 6, is woken: it
+        must run on 7.
     park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
         Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
         CPU 3 (throttled and replenished on its runqueue, never woken) and
@@ -637,6 +645,45 @@ def cmd_pinned(args):
 BUSY_LOOP = ["sh", "-c", "while :; do :; done"]
 
 
+def cmd_pinnedeach(args):
+    """One hog pinned to each CPU of --cpus, then those CPUs parked: every
+    parked CPU's push finds a task it cannot move at about the same tick,
+    and each must be reported by its own log line (the rate limit's burst
+    is 10 per 5 s; keep rounds x CPUs within it, or --gap past it)."""
+    kernel.enable_schedstats()
+    cpus = parse_cpulist(args.cpus)
+    result = {"rounds": []}
+    pids = []
+    for r in range(args.rounds):
+        if r and args.gap:
+            # Only to show the rate limit's effect apart from its burst
+            # (the repro, not a test): wait out its window.
+            time.sleep(args.gap)
+        hogs = []
+        try:
+            for cpu in cpus:
+                hogs += start_hogs(str(cpu), 1)
+            until(lambda: all(kernel.task_cpu(h.pid) == c for h, c in zip(hogs, cpus)),
+                  tries=1000)
+            s0 = kernel.read_schedstat()
+            err, _ = park(args.cpus)
+
+            def counted():
+                d = schedstat_delta(s0, kernel.read_schedstat())
+                return all(d[c]["park_pinned"] >= 1 for c in cpus)
+            result["rounds"].append({"park_errno": err, "counted": until(counted, tries=1000),
+                                     "pids": [h.pid for h in hogs]})
+            pids += [h.pid for h in hogs]
+        finally:
+            stop_hogs(hogs)
+            park("")
+    log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    lines = [ln for ln in log.splitlines() if "parked CPU" in ln]
+    result["lines"] = {str(pid): sum(f"[{pid}]" in ln for ln in lines) for pid in pids}
+    result["missing"] = sum(n == 0 for n in result["lines"].values())
+    return print_result(result)
+
+
 def start_hogs(cpus, n):
     """n busy loops allowed on the cpulist `cpus` (taskset execs the shell
     that runs the loop: pinned from birth), returned once every one has
@@ -719,6 +766,39 @@ def stop_rt_hogs(hogs, runtime):
     stop_hogs(hogs)
 
 
+# Says it is up, waits for a byte, then says where it runs (/proc's
+# processor field) and exits.
+RT_WAITER = ["python3", "-c", "import os, sys\nprint('up', flush=True)\n"
+             "sys.stdin.read(1)\n"
+             "print(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[36], flush=True)"]
+
+
+def rt_mixed_wakeup(hogs, runtime, wait_s=10):
+    """Review 44b: an RT task allowed on 5-7 with 5 offline and 6-7
+    parked has no active unparked CPU, so its class may place it on any of
+    its parked CPUs. It sleeps on CPU 6, a FIFO 20 hog holds 6 (RT
+    throttling off), and it is woken: it must run on the free CPU 7, not
+    queue behind the hog. Returns where it ran (None: it never ran within
+    wait_s), with the park's errno. Appends what it starts to `hogs`."""
+    kernel.write(RT_RUNTIME, "-1")
+    waiter = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "6", *RT_WAITER],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hogs.append(waiter)
+    if waiter.stdout.readline().strip() != "up":
+        raise RuntimeError("the RT waiter did not start")
+    os.sched_setaffinity(waiter.pid, {5, 6, 7})
+    hogs.append(rt_hog("6", 20))
+    kernel.set_online(5, False)
+    got = {"affinity": allowed_list(waiter.pid), "cpu_before": kernel.task_cpu(waiter.pid)}
+    got["park_errno"], _ = park("6-7")
+    waiter.stdin.write("x")
+    waiter.stdin.flush()
+    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
+    line = waiter.stdout.readline().strip() if ready else None
+    got["ran_on"] = int(line) if line else line
+    return got
+
+
 def cmd_rt(args):
     kernel.enable_schedstats()
     runtime = kernel.read(RT_RUNTIME).strip()
@@ -759,6 +839,11 @@ def cmd_rt(args):
         result["park3_errno"], result["two_counted"] = park_counting_pinned("6", 6)
         result["two_cpu"] = kernel.task_cpu(two.pid)
         result["two_pid"] = two.pid
+        stop_rt_hogs(hogs, runtime)
+        hogs = []
+        park("")
+        kernel.set_online(5, True)
+        result["mixed"] = rt_mixed_wakeup(hogs, runtime)
     finally:
         stop_rt_hogs(hogs, runtime)
         park("")
@@ -1609,6 +1694,10 @@ def main(argv=None):
     n.add_argument("--park", default="4-7")
     n.add_argument("--mover", type=int, default=7)
     n.add_argument("--loops", type=int, default=100)
+    pe = sub.add_parser("pinnedeach")
+    pe.add_argument("--cpus", default="4-7")
+    pe.add_argument("--rounds", type=int, default=1)
+    pe.add_argument("--gap", type=float, default=0.0)
     g = sub.add_parser("pingpong")
     g.add_argument("--park", default="5")
     g.add_argument("--cpus", default="0,5")
@@ -1667,7 +1756,7 @@ def main(argv=None):
     q.add_argument("--phases", default="preferred,parked,agent,offline")
     args = p.parse_args(argv)
     return {"quiet": cmd_quiet, "evacuate": cmd_evacuate, "badinput": cmd_badinput,
-            "pinned": cmd_pinned, "landing": cmd_landing,
+            "pinned": cmd_pinned, "pinnedeach": cmd_pinnedeach, "landing": cmd_landing,
             "pushscan": cmd_pushscan, "pingpong": cmd_pingpong,
             "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
             "localpull": cmd_localpull, "dlbw": cmd_dlbw,
