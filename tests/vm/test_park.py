@@ -278,7 +278,7 @@ def test_each_parked_cpu_reports_its_pinned_task(overcommit8_pinned):
     """One hog pinned to each of CPUs 4-7, then 4-7 parked: the four
     pushes find their task at about the same tick, and each task must have
     its log line. With __ratelimit() a report lost the race for the
-    limit's lock and its line (1 of 80 such reports, park.md); the limit
+    limit's lock and its line (1 of 40 such reports, park.md); the limit
     itself (10 lines in 5 s) is not reached: this boot reports 6 tasks."""
     got = overcommit8_pinned[2]
     assert len(got["rounds"]) == 1, got
@@ -411,6 +411,20 @@ def test_rt_task_with_parked_and_offline_cpus_runs_on_a_free_parked_one(llc2x4_p
     assert got["park_errno"] == 0
     assert got["affinity"] == "5-7" and got["cpu_before"] == 6, got
     assert got["ran_on"] == 7, got
+
+
+@pytest.mark.full
+def test_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
+    """Review 45 feared a wait: the same task (FIFO 10, allowed on 5-7, 5
+    offline, 6-7 parked) already queued on 6 behind a FIFO 20 hog when a
+    FIFO 30 hog leaves CPU 7. Parked CPUs do not pull, and the parked
+    CPU's push only reports such a task. What moves it is the RT push
+    after each run of 6's stopper (set_next_task_rt()); it must reach 7.
+    It did on the kernel before review 45 too: a guard, not a fix."""
+    got = llc2x4_park[1]["queued"]
+    assert got["park_errno"] == 0
+    assert got["affinity"] == "5-7" and got["cpu_before"] == 6, got
+    assert got["moved"] and got["cpu_after"] == 7, got
 
 
 @pytest.mark.full

@@ -40,7 +40,8 @@ host-side tests (tests/vm/test_park.py) assert on.
         counted and reported like a pinned CFS task; so is one allowed on
         5-6 with 5 offline. Last, an RT task allowed on 5-7, asleep on 6
         with 5 offline, 6-7 parked and a higher one on 6, is woken: it
-        must run on 7.
+        must run on 7; one already queued behind the higher one on 6 must
+        move to 7 once 7 is free.
     park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
         Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
         CPU 3 (throttled and replenished on its runqueue, never woken) and
@@ -799,6 +800,29 @@ def rt_mixed_wakeup(hogs, runtime, wait_s=10):
     return got
 
 
+def rt_mixed_queued(hogs, runtime, tries=300):
+    """Review 45: the same affinity, but the task is already queued on CPU
+    6 behind a higher one when CPU 7 becomes free. Parked CPUs do not
+    pull; the RT push after each run of parked CPU 6's stopper (from its
+    tick, at most every 100 ms) must take it to 7 (a bounded poll).
+    Appends what it starts to `hogs`."""
+    kernel.write(RT_RUNTIME, "-1")
+    task = rt_hog("6", 10)
+    hogs.append(task)
+    os.sched_setaffinity(task.pid, {5, 6, 7})
+    top = rt_hog("7", 30)
+    hogs.append(top)
+    kernel.set_online(5, False)
+    got = {"affinity": allowed_list(task.pid)}
+    got["park_errno"], _ = park("6-7")
+    hogs.append(rt_hog("6", 20))
+    got["cpu_before"] = kernel.task_cpu(task.pid)
+    stop_hogs([top])
+    got["moved"] = until(lambda: kernel.task_cpu(task.pid) == 7, tries=tries)
+    got["cpu_after"] = kernel.task_cpu(task.pid)
+    return got
+
+
 def cmd_rt(args):
     kernel.enable_schedstats()
     runtime = kernel.read(RT_RUNTIME).strip()
@@ -844,6 +868,11 @@ def cmd_rt(args):
         park("")
         kernel.set_online(5, True)
         result["mixed"] = rt_mixed_wakeup(hogs, runtime)
+        stop_rt_hogs(hogs, runtime)
+        hogs = []
+        park("")
+        kernel.set_online(5, True)
+        result["queued"] = rt_mixed_queued(hogs, runtime)
     finally:
         stop_rt_hogs(hogs, runtime)
         park("")
