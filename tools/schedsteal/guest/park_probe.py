@@ -787,6 +787,8 @@ def rt_mixed_wakeup(hogs, runtime, wait_s=10):
     hogs.append(waiter)
     if waiter.stdout.readline().strip() != "up":
         raise RuntimeError("the RT waiter did not start")
+    # Asleep in its read before the hog takes CPU 6 (bounded poll).
+    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
     os.sched_setaffinity(waiter.pid, {5, 6, 7})
     hogs.append(rt_hog("6", 20))
     kernel.set_online(5, False)
