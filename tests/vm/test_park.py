@@ -428,6 +428,18 @@ def test_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
 
 
 @pytest.mark.full
+def test_second_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
+    """Review 45b: RT's push tries only the highest pushable task, and
+    parked CPUs do not pull. With 5-7 parked, FIFO 20 (allowed on 6-7, 7
+    runs FIFO 25) and FIFO 10 (allowed on 5-6) queued on 6 behind FIFO
+    30; CPU 5 freed: FIFO 10 must reach 5, though FIFO 20 cannot move."""
+    got = llc2x4_park[1]["second"]
+    assert got["park_errno"] == 0
+    assert got["cpus_before"] == [6, 6], got
+    assert got["moved"] and got["cpus_after"] == [5, 6], got
+
+
+@pytest.mark.full
 def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
     """Issue 9, deadline: nothing kept deadline tasks off parked CPUs. A
     task wakes on its last CPU, and the deadline push and pull send tasks

@@ -41,7 +41,9 @@ host-side tests (tests/vm/test_park.py) assert on.
         5-6 with 5 offline. Last, an RT task allowed on 5-7, asleep on 6
         with 5 offline, 6-7 parked and a higher one on 6, is woken: it
         must run on 7; one already queued behind the higher one on 6 must
-        move to 7 once 7 is free.
+        move to 7 once 7 is free. Then, with 5-7 parked, the second of two
+        such tasks queued on 6 must reach CPU 5 once 5 is free, though
+        the first has nowhere to go.
     park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
         Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
         CPU 3 (throttled and replenished on its runqueue, never woken) and
@@ -825,6 +827,35 @@ def rt_mixed_queued(hogs, runtime, tries=300):
     return got
 
 
+def rt_parked_second(hogs, runtime, tries=300):
+    """Review 45b: with 5-7 parked, two tasks with no preferred CPU queued
+    on 6 behind a FIFO 30 hog: FIFO 20 allowed on 6-7 (7 runs a FIFO 25)
+    and FIFO 10 allowed on 5-6. CPU 5 is held by a FIFO 40 hog, which
+    then leaves. RT's push tries only its highest pushable task, FIFO 20,
+    which has nowhere to go, and parked CPUs do not pull: only parked CPU
+    6's push can take FIFO 10 to the idle CPU 5 (a bounded poll; the push
+    runs from 6's tick at most every 100 ms). Appends what it starts to
+    `hogs`."""
+    kernel.write(RT_RUNTIME, "-1")
+    got = {}
+    got["park_errno"], _ = park("5-7")
+    hogs.append(rt_hog("7", 25))
+    holder = rt_hog("5", 40)
+    hogs.append(holder)
+    low = rt_hog("6", 10)
+    hogs.append(low)
+    os.sched_setaffinity(low.pid, {5, 6})
+    mid = rt_hog("6", 20)
+    hogs.append(mid)
+    os.sched_setaffinity(mid.pid, {6, 7})
+    hogs.append(rt_hog("6", 30))
+    got["cpus_before"] = [kernel.task_cpu(low.pid), kernel.task_cpu(mid.pid)]
+    stop_hogs([holder])
+    got["moved"] = until(lambda: kernel.task_cpu(low.pid) == 5, tries=tries)
+    got["cpus_after"] = [kernel.task_cpu(low.pid), kernel.task_cpu(mid.pid)]
+    return got
+
+
 def cmd_rt(args):
     kernel.enable_schedstats()
     runtime = kernel.read(RT_RUNTIME).strip()
@@ -875,6 +906,11 @@ def cmd_rt(args):
         park("")
         kernel.set_online(5, True)
         result["queued"] = rt_mixed_queued(hogs, runtime)
+        stop_rt_hogs(hogs, runtime)
+        hogs = []
+        park("")
+        kernel.set_online(5, True)
+        result["second"] = rt_parked_second(hogs, runtime)
     finally:
         stop_rt_hogs(hogs, runtime)
         park("")
