@@ -418,9 +418,10 @@ def test_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
     """Review 45 feared a wait: the same task (FIFO 10, allowed on 5-7, 5
     offline, 6-7 parked) already queued on 6 behind a FIFO 20 hog when a
     FIFO 30 hog leaves CPU 7. Parked CPUs do not pull, and the parked
-    CPU's push only reports such a task. What moves it is the RT push
-    after each run of 6's stopper (set_next_task_rt()); it must reach 7.
-    It did on the kernel before review 45 too: a guard, not a fix."""
+    CPU's push only reported such a task. The RT push after each run of
+    6's stopper (set_next_task_rt()) moved it, on the kernels before and
+    after review 45; since review 45b the stopper's push moves it first.
+    It must reach 7: a guard, not a fix."""
     got = llc2x4_park[1]["queued"]
     assert got["park_errno"] == 0
     assert got["affinity"] == "5-7" and got["cpu_before"] == 6, got
@@ -437,6 +438,8 @@ def test_second_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
     assert got["park_errno"] == 0
     assert got["cpus_before"] == [6, 6], got
     assert got["moved"] and got["cpus_after"] == [5, 6], got
+    # The parked CPU's push moved it (RT's push and pull count nothing).
+    assert got["moves_before"] == 0 and got["moves_after"] == 1, got
 
 
 @pytest.mark.full

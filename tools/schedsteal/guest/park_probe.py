@@ -807,8 +807,9 @@ def rt_mixed_wakeup(hogs, runtime, wait_s=10):
 def rt_mixed_queued(hogs, runtime, tries=300):
     """Review 45: the same affinity, but the task is already queued on CPU
     6 behind a higher one when CPU 7 becomes free. Parked CPUs do not
-    pull; the RT push after each run of parked CPU 6's stopper (from its
-    tick, at most every 100 ms) must take it to 7 (a bounded poll).
+    pull; parked CPU 6's push (from its tick, at most every 100 ms) or,
+    before review 45b's fix, the RT push after each run of its stopper
+    must take it to 7 (a bounded poll).
     Appends what it starts to `hogs`."""
     kernel.write(RT_RUNTIME, "-1")
     task = rt_hog("6", 10)
@@ -850,9 +851,14 @@ def rt_parked_second(hogs, runtime, tries=300):
     os.sched_setaffinity(mid.pid, {6, 7})
     hogs.append(rt_hog("6", 30))
     got["cpus_before"] = [kernel.task_cpu(low.pid), kernel.task_cpu(mid.pid)]
+    got["moves_before"] = task_sched(low.pid, NON_PREFERRED)
     stop_hogs([holder])
     got["moved"] = until(lambda: kernel.task_cpu(low.pid) == 5, tries=tries)
     got["cpus_after"] = [kernel.task_cpu(low.pid), kernel.task_cpu(mid.pid)]
+    # Only the parked CPU's push counts a move here (not RT's push or
+    # pull); counted in the same locked section as the move (bounded poll).
+    until(lambda: (task_sched(low.pid, NON_PREFERRED) or 0) >= 1, tries=200)
+    got["moves_after"] = task_sched(low.pid, NON_PREFERRED)
     return got
 
 
