@@ -2,6 +2,7 @@
 table, report's errors, the plot. No guest (tests/vm/test_governor.py)."""
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -219,11 +220,18 @@ def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "stress-ng"
-    fake.write_text("#!/bin/sh\n"
-                    "trap 'echo \"stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00"
-                    "  250.00\"; exit 0' INT\n"
-                    "echo 'stress-ng: info:  [1] dispatching hogs: 2 cpu'\n"
-                    "while :; do sleep 0.01; done\n")
+    # Python, not sh: a shell polling `sleep` in a loop once missed its
+    # INT trap and hung the cut for its 120 s (1 unit run in many).
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import signal, sys\n"
+                    "def done(*_):\n"
+                    "    print('stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00"
+                    "  250.00', flush=True)\n"
+                    "    sys.exit(0)\n"
+                    "signal.signal(signal.SIGINT, done)\n"
+                    "print('stress-ng: info:  [1] dispatching hogs: 2 cpu', flush=True)\n"
+                    "while True:\n"
+                    "    signal.pause()\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     cuts = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
