@@ -776,7 +776,17 @@ RT_WAITER = ["python3", "-c", "import os, sys\nprint('up', flush=True)\n"
              "print(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[36], flush=True)"]
 
 
-def rt_mixed_wakeup(hogs, runtime, wait_s=10):
+def rt_case_reset(hogs, runtime):
+    """Between two RT cases: their tasks stopped (`hogs` emptied in
+    place), nothing parked, CPU 5 online."""
+    stop_rt_hogs(hogs, runtime)
+    hogs.clear()
+    park("")
+    if 5 not in kernel.online_cpus():
+        kernel.set_online(5, True)
+
+
+def rt_mixed_wakeup(hogs, wait_s=10):
     """Review 44b: an RT task allowed on 5-7 with 5 offline and 6-7
     parked has no active unparked CPU, so its class may place it on any of
     its parked CPUs. It sleeps on CPU 6, a FIFO 20 hog holds 6 (RT
@@ -804,7 +814,7 @@ def rt_mixed_wakeup(hogs, runtime, wait_s=10):
     return got
 
 
-def rt_mixed_queued(hogs, runtime, tries=300):
+def rt_mixed_queued(hogs, tries=300):
     """Review 45: the same affinity, but the task is already queued on CPU
     6 behind a higher one when CPU 7 becomes free. Parked CPUs do not
     pull; parked CPU 6's push (from its tick, at most every 100 ms) or,
@@ -828,7 +838,7 @@ def rt_mixed_queued(hogs, runtime, tries=300):
     return got
 
 
-def rt_parked_second(hogs, runtime, tries=300):
+def rt_parked_second(hogs, tries=300):
     """Review 45b: with 5-7 parked, two tasks with no preferred CPU queued
     on 6 behind a FIFO 30 hog: FIFO 20 allowed on 6-7 (7 runs a FIFO 25)
     and FIFO 10 allowed on 5-6. CPU 5 is held by a FIFO 40 hog, which
@@ -902,21 +912,10 @@ def cmd_rt(args):
         result["park3_errno"], result["two_counted"] = park_counting_pinned("6", 6)
         result["two_cpu"] = kernel.task_cpu(two.pid)
         result["two_pid"] = two.pid
-        stop_rt_hogs(hogs, runtime)
-        hogs = []
-        park("")
-        kernel.set_online(5, True)
-        result["mixed"] = rt_mixed_wakeup(hogs, runtime)
-        stop_rt_hogs(hogs, runtime)
-        hogs = []
-        park("")
-        kernel.set_online(5, True)
-        result["queued"] = rt_mixed_queued(hogs, runtime)
-        stop_rt_hogs(hogs, runtime)
-        hogs = []
-        park("")
-        kernel.set_online(5, True)
-        result["second"] = rt_parked_second(hogs, runtime)
+        for key, case in (("mixed", rt_mixed_wakeup), ("queued", rt_mixed_queued),
+                          ("second", rt_parked_second)):
+            rt_case_reset(hogs, runtime)
+            result[key] = case(hogs)
     finally:
         stop_rt_hogs(hogs, runtime)
         park("")
