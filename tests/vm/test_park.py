@@ -326,7 +326,8 @@ def llc2x4_park(test_kernel):
     ping-pong probe, the RT probe, the deadline probe, then (sharing the
     boot) the seccomp notification probe, without and with parking, and
     the pull into an LLC whose parked CPU keeps a pinned task, and the
-    pull from an LLC whose parked CPU keeps one."""
+    pull from an LLC whose parked CPU keeps one, and last the deadline
+    tasks allowed on parked and offline CPUs only."""
     res = boot(test_kernel, "llc2x4",
                "python3 guest/park_probe.py pingpong --park 5 --cpus 0,5 --hogs 4 --seconds 5"
                " && python3 guest/park_probe.py rt && python3 guest/park_probe.py dl"
@@ -335,8 +336,9 @@ def llc2x4_park(test_kernel):
                " && python3 guest/park_probe.py localpull --park 3 --pinned 3"
                " --start 4-7 --widen 0-2,4-7 --hogs 6"
                " && python3 guest/park_probe.py localpull --park 7 --pinned 7"
-               " --start 4-6 --widen 0-6 --hogs 6 --seconds 2")
-    return json_results(res, 7)
+               " --start 4-6 --widen 0-6 --hogs 6 --seconds 2"
+               " && python3 guest/park_probe.py dlmixed")
+    return json_results(res, 8)
 
 
 @pytest.mark.full
@@ -443,6 +445,22 @@ def test_second_rt_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
 
 
 @pytest.mark.full
+def test_rt_task_of_equal_priority_is_not_left_behind_a_movable_one(llc2x4_park):
+    """check_preempt_equal_prio() asks cpupri whether a woken task could
+    run elsewhere, with no mask, and cpupri's search without a mask
+    counted parked CPUs. A FIFO 10 task allowed on CPU 0 and the parked
+    CPU 7, woken on 0 behind a FIFO 10 hog allowed on 0-1 (CPU 1 idle,
+    throttling off): the parked CPU made it look movable, so the hog was
+    not asked to move and the task never ran. It must run, and the hog
+    must end up on CPU 1."""
+    got = llc2x4_park[1]["equal"]
+    assert got["park_errno"] == 0
+    assert got["cpu_before"] == 0 and got["hog_before"] == 0, got
+    assert got["ran_on"] is not None and got["ran_on"] != 7, got
+    assert got["hog_after"] == 1, got
+
+
+@pytest.mark.full
 def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
     """Issue 9, deadline: nothing kept deadline tasks off parked CPUs. A
     task wakes on its last CPU, and the deadline push and pull send tasks
@@ -460,6 +478,32 @@ def test_deadline_tasks_leave_a_parked_cpu(llc2x4_park):
         assert task["left"] and task["cpu_after"] not in (2, 3), (what, task)
     assert got["samples_back"] == 0
     assert got["still_deadline"]
+
+
+@pytest.mark.full
+def test_deadline_task_with_parked_and_offline_cpus_runs_on_a_free_parked_one(llc2x4_park):
+    """Review 44b, deadline: cpudl left parked CPUs out for a deadline task
+    unless its whole affinity was parked. With admission control off, a
+    deadline task allowed on 5-7, asleep on 6, with 5 offline, 6-7 parked
+    and a deadline hog of earlier deadlines on 6: woken, it must run on
+    the idle CPU 7, not wait behind the hog."""
+    got = llc2x4_park[7]
+    mixed = got["mixed"]
+    assert mixed["park_errno"] == 0
+    assert mixed["affinity"] == "5-7" and mixed["cpu_before"] == 6, mixed
+    assert mixed["ran_on"] == 7, mixed
+    assert got["admission_restored"], got
+
+
+@pytest.mark.full
+def test_deadline_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
+    """The same affinity (admission control off), the task a busy loop
+    queued on 6 behind the hog when the deadline hog on CPU 7 leaves:
+    parked CPUs do not pull, and a push must take it to 7."""
+    got = llc2x4_park[7]["queued"]
+    assert got["park_errno"] == 0
+    assert got["affinity"] == "5-7" and got["cpu_before"] == 6, got
+    assert got["moved"] and got["cpu_after"] == 7, got
 
 
 @pytest.mark.full

@@ -43,12 +43,20 @@ host-side tests (tests/vm/test_park.py) assert on.
         must run on 7; one already queued behind the higher one on 6 must
         move to 7 once 7 is free. Then, with 5-7 parked, the second of two
         such tasks queued on 6 must reach CPU 5 once 5 is free, though
-        the first has nowhere to go.
+        the first has nowhere to go. Last, a FIFO 10 task allowed on 0 and
+        the parked 7, woken on 0 where a FIFO 10 hog allowed on 0-1 runs,
+        must run (the hog moving to the idle CPU 1).
     park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
         Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
         CPU 3 (throttled and replenished on its runqueue, never woken) and
         a sleeper on CPU 2 (woken every 3 ms), then both CPUs parked: the
         tasks must leave them and stay off.
+    park_probe.py dlmixed
+        llc2x4, deadline admission control off (sched_rt_runtime_us -1):
+        a deadline task allowed on 5-7, asleep on 6, with 5 offline, 6-7
+        parked and a deadline hog of earlier deadlines on 6, is woken: it
+        must run on 7. Then one already queued behind such a hog on 6 must
+        move to 7 once 7 is free. Admission control is put back after.
     park_probe.py election --park 2 --start 0 --widen 0,1,3 [--hogs 4] [--feature F]
         smt4: CPU hogs pinned to one CPU, then allowed on three, one CPU
         parked. The parked CPU's idle sibling must get a hog: the load
@@ -872,6 +880,40 @@ def rt_parked_second(hogs, tries=300):
     return got
 
 
+def rt_equal_wakeup(hogs, wait_s=10):
+    """Equal priorities: a FIFO 10 task allowed on 0 and 7, asleep on 0,
+    with 7 parked, is woken while a FIFO 10 hog allowed on 0-1 runs on 0
+    and CPU 1 is idle. The task has an unparked CPU (0), so its class
+    keeps it off 7, and it queues on 0 behind the hog. The hog could move
+    to 1: check_preempt_equal_prio() must ask for that (the task runs,
+    the hog is pushed to 1), unless it counts the parked CPU 7 as a place
+    the task could go, when the task waits behind the hog, for good (RT
+    throttling off). Returns where it ran (None: not within wait_s) and
+    where the hog runs after. Appends what it starts to `hogs`."""
+    kernel.write(RT_RUNTIME, "-1")
+    waiter = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "0", *RT_WAITER],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hogs.append(waiter)
+    if waiter.stdout.readline().strip() != "up":
+        raise RuntimeError("the RT waiter did not start")
+    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
+    os.sched_setaffinity(waiter.pid, {0, 7})
+    hog = rt_hog("0", 10)
+    hogs.append(hog)
+    os.sched_setaffinity(hog.pid, {0, 1})
+    got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid)}
+    got["park_errno"], _ = park("7")
+    waiter.stdin.write("x")
+    waiter.stdin.flush()
+    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
+    line = waiter.stdout.readline().strip() if ready else None
+    got["ran_on"] = int(line) if line else line
+    # The hog's push follows the switch to the task at once (bounded poll).
+    until(lambda: kernel.task_cpu(hog.pid) == 1, tries=100)
+    got["hog_after"] = kernel.task_cpu(hog.pid)
+    return got
+
+
 def cmd_rt(args):
     kernel.enable_schedstats()
     runtime = kernel.read(RT_RUNTIME).strip()
@@ -913,7 +955,7 @@ def cmd_rt(args):
         result["two_cpu"] = kernel.task_cpu(two.pid)
         result["two_pid"] = two.pid
         for key, case in (("mixed", rt_mixed_wakeup), ("queued", rt_mixed_queued),
-                          ("second", rt_parked_second)):
+                          ("second", rt_parked_second), ("equal", rt_equal_wakeup)):
             rt_case_reset(hogs, runtime)
             result[key] = case(hogs)
     finally:
@@ -997,6 +1039,119 @@ def cmd_dl(args):
     finally:
         stop_hogs(tasks)
         park("")
+    return print_result(result)
+
+
+# 1 ms every 1 ms: a whole CPU, admitted only with admission control off.
+# Its deadline is always within a tick or so, earlier than DL_PARAMS's
+# 20 ms: a task of DL_PARAMS queued behind it on its CPU never runs there.
+DL_HOG_PARAMS = ["--sched-runtime", "1000000", "--sched-deadline", "1000000",
+                 "--sched-period", "1000000"]
+
+
+def dl_hog(cpu):
+    """A DL_HOG_PARAMS busy loop pinned to `cpu` (admission control off)."""
+    hog = start_running(["chrt", "-d", *DL_HOG_PARAMS, "0", "taskset", "-c", str(cpu)])
+    if not (os.sched_getscheduler(hog.pid) == SCHED_DEADLINE
+            and os.sched_getaffinity(hog.pid) == {cpu}):
+        raise RuntimeError(f"deadline hog {hog.pid} is not pinned to {cpu}")
+    return hog
+
+
+def stop_dl_tasks(tasks, runtime):
+    """The tasks first, then admission control back on: their bandwidth
+    leaves the root domain when they die, and admission refuses to come
+    back on while more is admitted than it allows."""
+    stop_hogs(tasks)
+    tasks.clear()
+    kernel.write(RT_RUNTIME, runtime)
+
+
+def to_deadline(pid, cpus):
+    """Make a task SCHED_DEADLINE (DL_PARAMS), then allow it on `cpus`:
+    with admission control off, a deadline task may have any affinity."""
+    subprocess.run(["chrt", "-d", *DL_PARAMS, "-p", "0", str(pid)], check=True)
+    os.sched_setaffinity(pid, cpus)
+    if os.sched_getscheduler(pid) != SCHED_DEADLINE:
+        raise RuntimeError(f"task {pid} is not SCHED_DEADLINE")
+
+
+def dl_mixed_wakeup(tasks, wait_s=10):
+    """Review 44b, deadline: a deadline task allowed on 5-7 with 5 offline
+    and 6-7 parked has no active unparked CPU, so its class may place it
+    on any of its parked CPUs. It sleeps on CPU 6, a deadline hog with
+    earlier deadlines holds 6, and it is woken: it must run on the free
+    CPU 7, not queue behind the hog. Admission control is off (only then
+    may a deadline task have such an affinity). Returns where it ran
+    (None: not within wait_s), with the park's errno. Appends what it
+    starts to `tasks`."""
+    kernel.write(RT_RUNTIME, "-1")
+    waiter = subprocess.Popen(["taskset", "-c", "6", *RT_WAITER],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    tasks.append(waiter)
+    if waiter.stdout.readline().strip() != "up":
+        raise RuntimeError("the deadline waiter did not start")
+    # Asleep in its read before it becomes a deadline task (bounded poll).
+    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
+    to_deadline(waiter.pid, {5, 6, 7})
+    tasks.append(dl_hog(6))
+    kernel.set_online(5, False)
+    got = {"affinity": allowed_list(waiter.pid), "cpu_before": kernel.task_cpu(waiter.pid)}
+    got["park_errno"], _ = park("6-7")
+    waiter.stdin.write("x")
+    waiter.stdin.flush()
+    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
+    line = waiter.stdout.readline().strip() if ready else None
+    got["ran_on"] = int(line) if line else line
+    return got
+
+
+def dl_mixed_queued(tasks, tries=300):
+    """The same affinity, but the task (a busy loop) is queued on CPU 6
+    behind the hog when CPU 7, parked, is freed. Parked CPUs do not pull:
+    a push must take it to 7 (the deadline push after each replenishment,
+    or parked CPU 6's push from its tick; a bounded poll). Appends what
+    it starts to `tasks`."""
+    kernel.write(RT_RUNTIME, "-1")
+    task = start_running(["taskset", "-c", "6"])
+    tasks.append(task)
+    top = dl_hog(7)
+    tasks.append(top)
+    tasks.append(dl_hog(6))
+    # CPU 5 offline first: the deadline push would take the task there.
+    kernel.set_online(5, False)
+    to_deadline(task.pid, {5, 6, 7})
+    got = {"affinity": allowed_list(task.pid)}
+    got["park_errno"], _ = park("6-7")
+    got["cpu_before"] = kernel.task_cpu(task.pid)
+    stop_hogs([top])
+    tasks.remove(top)
+    got["moved"] = until(lambda: kernel.task_cpu(task.pid) == 7, tries=tries)
+    got["cpu_after"] = kernel.task_cpu(task.pid)
+    return got
+
+
+def cmd_dlmixed(args):
+    """Deadline tasks allowed on parked and offline CPUs only (admission
+    control off): dl_mixed_wakeup(), then dl_mixed_queued()."""
+    runtime = kernel.read(RT_RUNTIME).strip()
+    # The probe itself off CPUs 5-7.
+    os.sched_setaffinity(0, set(range(os.cpu_count())) - {5, 6, 7})
+    tasks = []
+    result = {}
+    try:
+        for key, case in (("mixed", dl_mixed_wakeup), ("queued", dl_mixed_queued)):
+            stop_dl_tasks(tasks, runtime)
+            park("")
+            if 5 not in kernel.online_cpus():
+                kernel.set_online(5, True)
+            result[key] = case(tasks)
+    finally:
+        stop_dl_tasks(tasks, runtime)
+        park("")
+        if 5 not in kernel.online_cpus():
+            kernel.set_online(5, True)
+    result["admission_restored"] = kernel.read(RT_RUNTIME).strip() == runtime
     return print_result(result)
 
 
@@ -1779,6 +1934,7 @@ def main(argv=None):
     d = sub.add_parser("dl")
     d.add_argument("--busy-cpu", type=int, default=3)
     d.add_argument("--sleeper-cpu", type=int, default=2)
+    sub.add_parser("dlmixed")
     el = sub.add_parser("election")
     el.add_argument("--park", default="2")
     el.add_argument("--start", default="0")
@@ -1830,7 +1986,7 @@ def main(argv=None):
     return {"quiet": cmd_quiet, "evacuate": cmd_evacuate, "badinput": cmd_badinput,
             "pinned": cmd_pinned, "pinnedeach": cmd_pinnedeach, "landing": cmd_landing,
             "pushscan": cmd_pushscan, "pingpong": cmd_pingpong,
-            "rt": cmd_rt, "dl": cmd_dl, "election": cmd_election, "hotplug": cmd_hotplug,
+            "rt": cmd_rt, "dl": cmd_dl, "dlmixed": cmd_dlmixed, "election": cmd_election, "hotplug": cmd_hotplug,
             "localpull": cmd_localpull, "dlbw": cmd_dlbw,
             "cookie": cmd_cookie, "parkedonly": cmd_parkedonly, "blocked": cmd_blocked,
             "notify": cmd_notify, "numa": cmd_numa, "stopself": cmd_stopself}[args.action](args)
