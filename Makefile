@@ -25,9 +25,9 @@ help:
 	@echo "make test-jump-label the parking and stealing tests on the jump-label kernel"
 	@echo "make test-kcsan      the KCSAN kernel under the park/hotplug/STEAL storm (not in CI)"
 	@echo "make test-topics TOPICS=prep,park   some topics alone: their kernels and their tests (not in CI)"
-	@echo "make kernel [CONFIG=test|debug|jumplabel|kcsan] [TOPICS=prep,steal,...]   build the series (or some of its topics); prints the bzImage path"
+	@echo "make kernel [CONFIG=test|debug|jumplabel|modules|kcsan] [TOPICS=prep,steal,...]   build the series (or some of its topics); prints the bzImage path"
 	@echo "make qemu            build the lab QEMU (steal time under TCG, the parallel clock; docs/lab.md)"
-	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel|kcsan]   run CMD in a guest"
+	@echo "make vm PRESET=NAME CMD='...' [CONFIG=test|debug|jumplabel|modules|kcsan]   run CMD in a guest"
 	@echo "make baseline        hackbench A/A runs on smp2 and smt4 (docs/results.md)"
 	@echo "make bench-steal     NO_STEAL vs STEAL benchmarks (docs/results.md)"
 	@echo "make bench-steal-far stealing beyond the LLC: none/LLC/node/NUMA on llc2x4, numa2, big32 (docs/results.md)"
@@ -57,6 +57,7 @@ kernels: setup
 	@$(STAGE) build-test-kernel scripts/build-kernel.sh test >/dev/null
 	@$(STAGE) build-debug-kernel scripts/build-kernel.sh debug >/dev/null
 	@$(STAGE) build-jumplabel-kernel scripts/build-kernel.sh jumplabel >/dev/null
+	@$(STAGE) build-modules-kernel scripts/build-kernel.sh modules >/dev/null
 
 # The lab QEMU: Debian's source of the installed QEMU with qemu/patches.
 qemu: setup
@@ -133,9 +134,10 @@ test-vm: setup
 
 test-vm-full: kernels qemu
 	@t=$$(scripts/build-kernel.sh test); d=$$(scripts/build-kernel.sh debug); \
-	j=$$(scripts/build-kernel.sh jumplabel); q=$$(scripts/build-qemu.sh --path); \
+	j=$$(scripts/build-kernel.sh jumplabel); m=$$(scripts/build-kernel.sh modules); \
+	q=$$(scripts/build-qemu.sh --path); \
 	SCHEDSTEAL_KERNEL_TEST="$$t" SCHEDSTEAL_KERNEL_DEBUG="$$d" SCHEDSTEAL_KERNEL_JUMPLABEL="$$j" \
-	SCHEDSTEAL_QEMU_LAB="$$q" \
+	SCHEDSTEAL_KERNEL_MODULES="$$m" SCHEDSTEAL_QEMU_LAB="$$q" \
 		$(STAGE) vm-tests-full $(PY) -m pytest -q --durations=0 --durations-min=10 -m full tests/vm
 
 # The KCSAN kernel under the park/hotplug/STEAL storm; a report in a function

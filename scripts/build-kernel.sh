@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build the series as a bzImage, incrementally and through ccache.
 #
-# usage: [TOPICS=prep,steal,...] build-kernel.sh [test|debug|jumplabel|kcsan] [TREE]
+# usage: [TOPICS=prep,steal,...] build-kernel.sh [test|debug|jumplabel|modules|kcsan] [TREE]
 # TOPICS (patches/topics) builds some topics of the series only, in a
 # tree and build directory of their own.
 # The config is `make tinyconfig` + configs/test.config (+ configs/debug.config,
-# configs/jumplabel.config or configs/kcsan.config).
+# configs/jumplabel.config, configs/modules.config or configs/kcsan.config).
+# The modules kernel also builds its modules (the steal governor).
 # The bzImage path is the only line on stdout; progress goes to stderr.
 . "$(dirname "$0")/lib.sh"
 
@@ -16,6 +17,7 @@ case "$config" in
 test) frags=("$REPO/configs/test.config") ;;
 debug) frags=("$REPO/configs/test.config" "$REPO/configs/debug.config") ;;
 jumplabel) frags=("$REPO/configs/test.config" "$REPO/configs/jumplabel.config") ;;
+modules) frags=("$REPO/configs/test.config" "$REPO/configs/modules.config") ;;
 kcsan)
 	frags=("$REPO/configs/test.config" "$REPO/configs/kcsan.config")
 	# kernel/sched/Makefile turns KCSAN off for the whole scheduler
@@ -25,7 +27,7 @@ kcsan)
 	extra=(KCSAN_SANITIZE_fair.o=y KCSAN_SANITIZE_build_policy.o=y
 		KCSAN_SANITIZE_build_utility.o=y)
 	;;
-*) die "unknown CONFIG '$config' (expected test, debug, jumplabel or kcsan)" ;;
+*) die "unknown CONFIG '$config' (expected test, debug, jumplabel, modules or kcsan)" ;;
 esac
 
 topics=$(topics_name) || exit 1
@@ -47,7 +49,7 @@ command -v ccache >/dev/null || die "ccache not found (run scripts/setup-host.sh
 
 jobs=$(($(nproc) + 1))
 # Objects in a full build, for the first progress estimate (measured).
-declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420 [jumplabel]=1410 [kcsan]=1420)
+declare -A FULL_BUILD_OBJECTS=([test]=1410 [debug]=1420 [jumplabel]=1410 [modules]=1420 [kcsan]=1420)
 kmake() { make -C "$tree" O="$out" -j"$jobs" CC="ccache gcc" HOSTCC="ccache gcc" "${extra[@]}" "$@"; }
 
 # Regenerate .config only when a fragment changed: olddefconfig rewrites
@@ -66,7 +68,9 @@ est=$(cat "$out/.objects" 2>/dev/null || true)
 [ "${est:-0}" -gt 100 ] 2>/dev/null || est=${FULL_BUILD_OBJECTS[$config]}
 log "building $config kernel ($jobs jobs; a full build compiles ~$est objects)"
 start=$SECONDS
-kmake bzImage 2>&1 | kbuild_progress "$config" "$est" "$start"
+targets=(bzImage)
+[ "$config" = modules ] && targets+=(modules)
+kmake "${targets[@]}" 2>&1 | kbuild_progress "$config" "$est" "$start"
 find "$out" -name '*.o' | wc -l >"$out/.objects"
 log "built in $((SECONDS - start)) s"
 echo "$out/arch/x86/boot/bzImage"

@@ -298,3 +298,36 @@ def test_compare_refuses_runs_that_do_not_match(tmp_path, capsys):
     assert "the same static sets" in capsys.readouterr().err
     assert governor.main(["compare", str(a), str(tmp_path / "none.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_module_probe_reads_insmods_error_and_the_modules_presence(tmp_path, monkeypatch):
+    """insmod()/rmmod() of governor_probe.py module: the exit status, the
+    last line insmod printed, and whether /sys/module/steal_governor is
+    there afterwards (fakes on PATH; the module directory a temp dir)."""
+    from schedsteal.guest import governor_probe
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mod = tmp_path / "steal_governor"
+    (bin_dir / "insmod").write_text(
+        "#!/bin/sh\n"
+        "case \"$2\" in low_threshold=*) echo 'insmod: ERROR: could not insert "
+        "module x.ko: Invalid parameters' >&2; exit 1;; esac\n"
+        f"mkdir -p {mod}\n")
+    (bin_dir / "rmmod").write_text(f"#!/bin/sh\nrmdir {mod}\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(governor_probe, "MODULE", str(mod))
+    assert governor_probe.insmod("x.ko", "low_threshold=600") == {
+        "rc": 1, "error": "insmod: ERROR: could not insert module x.ko: Invalid parameters",
+        "loaded": False}
+    assert governor_probe.insmod("x.ko", "interval_ms=100") == {
+        "rc": 0, "error": "", "loaded": True}
+    assert governor_probe.rmmod() == {"rc": 0, "error": "", "loaded": False}
+
+
+def test_module_probe_needs_the_module_file(capsys):
+    from schedsteal.guest import governor_probe
+    with pytest.raises(SystemExit):
+        governor_probe.main(["module"])
+    assert "--ko" in capsys.readouterr().err

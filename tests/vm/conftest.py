@@ -1,7 +1,8 @@
 """Shared fixtures for tests that boot a guest.
 
 The kernel comes from $SCHEDSTEAL_KERNEL_TEST / $SCHEDSTEAL_KERNEL_DEBUG /
-$SCHEDSTEAL_KERNEL_JUMPLABEL / $SCHEDSTEAL_KERNEL_KCSAN (set by `make test`
+$SCHEDSTEAL_KERNEL_JUMPLABEL / $SCHEDSTEAL_KERNEL_MODULES / $SCHEDSTEAL_KERNEL_KCSAN
+(set by `make test`
 and `make test-kcsan`), or is built on first
 use. The jump-label kernel boots under single-threaded TCG (vm.py sees
 CONFIG_JUMP_LABEL in its build directory).
@@ -63,6 +64,14 @@ def jumplabel_kernel():
     # Its .config says CONFIG_JUMP_LABEL=y, so every boot of it is single-threaded.
     assert vm.needs_single_thread_tcg(k), f"{k}: not a jump-label kernel"
     return k
+
+
+@pytest.fixture(scope="session")
+def modules_kernel():
+    """The test kernel with loadable modules and the steal governor as a
+    module (configs/modules.config), the way Debian's configuration
+    builds it."""
+    return _kernel("modules")
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,9 @@
 overcommit8 (one CPU per core, the issue's shape) on the debug kernel, so
 that lockdep sees the governor's work, its switch and parking; numa2
 (two threads per core) on the test kernel, for whole cores and the first
-core kept.
+core kept. A third boot loads and unloads the governor built as a module
+(the modules kernel, configs/modules.config), as Debian's configuration
+builds it.
 
 Bounded waits on states (each phase ends after 30 s), no timing of the
 kernel: the interval is 200 ms, so each state is due within a few
@@ -16,9 +18,11 @@ runs tests one at a time): with a kernel build beside them the guest
 rightly sees steal at 2 CPUs, and the set never grows back to 3-4 (seen
 on numa2, restore phase).
 """
+from pathlib import Path
+
 import pytest
 
-from schedsteal import governor
+from schedsteal import governor, labcheck
 
 pytestmark = [pytest.mark.full, pytest.mark.topics("park")]
 
@@ -119,3 +123,52 @@ def test_smt_cores_go_whole_and_the_first_core_stays(numa2):
     assert numa2["reached"]["restore"] is not None, counts(numa2, "restore")
     assert numa2["reached"]["idle"] is not None, counts(numa2, "idle")
     assert numa2["others"]["parked_after"] == "6-7"
+
+
+@pytest.fixture(scope="module")
+def as_module(modules_kernel, lab_qemu):
+    """overcommit8 on the modules kernel; the guest loads the module from
+    the kernel's build directory (the host's file system)."""
+    ko = Path(modules_kernel).parents[3] / "drivers" / "virt" / "steal_governor.ko"
+    assert ko.is_file(), f"{ko}: the modules kernel has no steal_governor.ko"
+    res = labcheck.lab_boot(modules_kernel, lab_qemu, "overcommit8",
+                            f"python3 guest/governor_probe.py module --ko {ko}")
+    return labcheck.probes(res, 1)[0], res
+
+
+def test_module_refuses_bad_parameters_and_changes_nothing(as_module):
+    """low_threshold not below high_threshold (the module's init refuses
+    it) and an out-of-range high_threshold (its parameter refuses it):
+    the load fails with EINVAL, nothing stays loaded, nothing is parked."""
+    got, res = as_module
+    assert got["before"] == {"loaded": False, "parked": ""}, got["before"]
+    for key in ("low_not_below_high", "high_out_of_range"):
+        assert got[key]["rc"] != 0 and not got[key]["loaded"], (key, got[key])
+        assert "Invalid parameters" in got[key]["error"], (key, got[key])
+    assert got["parked_after_refusals"] == ""
+    assert "low_threshold 600 must be below high_threshold 500" in res.dmesg
+    assert "`10000' invalid for parameter `high_threshold'" in res.dmesg
+
+
+def test_module_governs_once_loaded(as_module):
+    """Loaded on a busy guest (8 loops on 2 host cores), with CPU 7
+    parked by hand, it runs with upstream's defaults and parks a core of
+    its own."""
+    got, _ = as_module
+    assert got["load"] == {"rc": 0, "error": "", "loaded": True}, got["load"]
+    assert got["params"] == {"enabled": "Y", "interval_ms": "100",
+                             "high_threshold": "500", "low_threshold": "200",
+                             "unpark_backoff": "4"}, got["params"]
+    assert got["governed"], got["parked_loaded"]
+
+
+def test_module_unload_unparks_what_it_parked_only(as_module):
+    """rmmod stops the governor and unparks the cores it parked; the CPU
+    parked by hand stays parked. A second load (enabled=0) and unload
+    work, and change nothing."""
+    got, _ = as_module
+    assert got["unload"] == {"rc": 0, "error": "", "loaded": False}, got["unload"]
+    assert got["parked_unloaded"] == "7", got
+    assert got["reload"]["loaded"] and got["reload_params"]["enabled"] == "N", got
+    assert got["unload2"]["rc"] == 0 and not got["unload2"]["loaded"], got
+    assert got["parked_end"] == "7", got

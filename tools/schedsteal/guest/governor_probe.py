@@ -32,6 +32,16 @@ Prints one JSON object for tests/vm/test_governor.py and
         cleared. Each loop counts its rounds (a counter file per loop,
         read at each sample): the workload's throughput.
 
+    governor_probe.py module --ko PATH [--others 7] [--interval-ms 100] [--limit-s 30]
+        The governor as a module (a kernel built with
+        CONFIG_STEAL_GOVERNOR=m): two loads with refused parameters
+        (low_threshold not below high_threshold; high_threshold out of
+        range) must fail and change nothing; with --others parked by
+        hand and a busy loop per CPU, a load must govern (park a core of
+        its own within --limit-s), and an unload must unpark what it
+        parked and leave --others parked; a second load (enabled=0) and
+        unload must work too.
+
         With --stress-ng N (no run length) the load is one stress-ng run
         at a time, interrupted (SIGINT: stress-ng stops its workers and
         reports the partial run) and started again at each phase's start
@@ -356,6 +366,62 @@ def cmd_run(args) -> int:
                          **({"segments": s.cuts.segments} if s.cuts else {})})
 
 
+MODULE = "/sys/module/steal_governor"
+
+
+def insmod(ko: str, *params: str) -> dict:
+    """insmod's exit status and its last line of error, and whether the
+    module is there afterwards."""
+    r = subprocess.run(["insmod", ko, *params], capture_output=True, text=True)
+    err = r.stderr.strip().splitlines()
+    return {"rc": r.returncode, "error": err[-1] if err else "",
+            "loaded": os.path.isdir(MODULE)}
+
+
+def rmmod() -> dict:
+    r = subprocess.run(["rmmod", "steal_governor"], capture_output=True, text=True)
+    return {"rc": r.returncode, "error": r.stderr.strip(), "loaded": os.path.isdir(MODULE)}
+
+
+def cmd_module(args) -> int:
+    """The governor built as a module (CONFIG_STEAL_GOVERNOR=m, as Debian
+    builds it): refused parameters, a load that governs, an unload that
+    gives back what it parked, and a second load."""
+    result = {"before": {"loaded": os.path.isdir(MODULE), "parked": kernel.parked()}}
+    loops = []
+    try:
+        # Bad input: refused, nothing loaded, nothing parked.
+        result["low_not_below_high"] = insmod(args.ko, "low_threshold=600")
+        result["high_out_of_range"] = insmod(args.ko, "high_threshold=10000")
+        result["parked_after_refusals"] = kernel.parked()
+        # An operator's set first: the governor must leave it alone.
+        kernel.set_parked(args.others)
+        loops, _ = start_loops(kernel.online_cpus(), args.workdir)
+        result["load"] = insmod(args.ko, f"interval_ms={args.interval_ms}")
+        result["params"] = params() if result["load"]["loaded"] else {}
+        others = set(parse_cpulist(args.others))
+        # Bounded poll: the busy guest's steal makes it park a core of
+        # its own within a few intervals.
+        result["governed"] = until(
+            lambda: bool(set(parse_cpulist(kernel.parked())) - others),
+            tries=int(args.limit_s * 100))
+        result["parked_loaded"] = kernel.parked()
+        result["unload"] = rmmod()
+        result["parked_unloaded"] = kernel.parked()
+        stop_hogs(loops)
+        loops = []
+        result["reload"] = insmod(args.ko, "enabled=0")
+        result["reload_params"] = params() if result["reload"]["loaded"] else {}
+        result["unload2"] = rmmod()
+        result["parked_end"] = kernel.parked()
+    finally:
+        stop_hogs(loops)
+        if os.path.isdir(MODULE):
+            rmmod()
+        kernel.set_parked("")
+    return print_result(result)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="governor_probe.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -381,7 +447,15 @@ def main(argv=None) -> int:
     r.add_argument("--hold-s", type=float, default=4)
     r.add_argument("--poll", type=float, default=0.05)
     r.add_argument("--workdir", default="/tmp")
+    m = sub.add_parser("module")
+    m.add_argument("--ko", required=True, help="steal_governor.ko of the booted kernel")
+    m.add_argument("--others", default="7", help="CPUs parked by hand before the load")
+    m.add_argument("--interval-ms", type=int, default=100)
+    m.add_argument("--limit-s", type=float, default=30)
+    m.add_argument("--workdir", default="/tmp")
     args = p.parse_args(argv)
+    if args.action == "module":
+        return cmd_module(args)
     if args.hackbench and args.stress_ng:
         p.error("--hackbench and --stress-ng: one load at a time")
     if args.stress_ng and (len(args.stress_ng) > 2 or min(args.stress_ng) < 1):
