@@ -152,8 +152,9 @@ def test_module_refuses_bad_parameters_and_changes_nothing(as_module):
 
 def test_module_governs_once_loaded(as_module):
     """Loaded on a busy guest (8 loops on 2 host cores), with CPU 7
-    parked by hand, it runs with upstream's defaults and parks a core of
-    its own."""
+    parked by hand and interval_ms=100, it runs with upstream's other
+    defaults and parks a core of its own. ("Invalid parameters" above is
+    kmod's insmod wording.)"""
     got, _ = as_module
     assert got["load"] == {"rc": 0, "error": "", "loaded": True}, got["load"]
     assert got["params"] == {"enabled": "Y", "interval_ms": "100",
@@ -167,6 +168,8 @@ def test_module_unload_unparks_what_it_parked_only(as_module):
     parked by hand stays parked. A second load (enabled=0) and unload
     work, and change nothing."""
     got, _ = as_module
+    # It had parked a core of its own (else the set below proves nothing).
+    assert got["governed"] and got["parked_loaded"] != "7", got
     assert got["unload"] == {"rc": 0, "error": "", "loaded": False}, got["unload"]
     assert got["parked_unloaded"] == "7", got
     assert got["reload"]["loaded"] and got["reload_params"]["enabled"] == "N", got

@@ -456,8 +456,23 @@ def test_rt_task_of_equal_priority_is_not_left_behind_a_movable_one(llc2x4_park)
     got = llc2x4_park[1]["equal"]
     assert got["park_errno"] == 0
     assert got["cpu_before"] == 0 and got["hog_before"] == 0, got
-    assert got["ran_on"] is not None and got["ran_on"] != 7, got
+    assert got["ran_on"] == 0, got
     assert got["hog_after"] == 1, got
+
+
+@pytest.mark.full
+def test_rt_wakeup_goes_elsewhere_when_the_task_it_would_preempt_cannot(llc2x4_park):
+    """Review 46: select_task_rq_rt() keeps a waking task on its CPU, to
+    preempt the running one, unless that one cannot move; it counted a
+    parked CPU as a place the running task could go. A FIFO 10 hog
+    allowed on CPU 0 and the parked CPU 7 runs on 0 (throttling off); a
+    FIFO 20 task allowed on 0-1, woken on 0, preempted it there while CPU
+    1 was idle, and the hog had nowhere to go. It must run on CPU 1."""
+    got = llc2x4_park[1]["pinnedcurr"]
+    assert got["park_errno"] == 0
+    assert got["cpu_before"] == 0 and got["hog_before"] == 0, got
+    assert got["ran_on"] == 1, got
+    assert got["hog_after"] == 0, got
 
 
 @pytest.mark.full

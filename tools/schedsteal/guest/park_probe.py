@@ -45,7 +45,9 @@ host-side tests (tests/vm/test_park.py) assert on.
         such tasks queued on 6 must reach CPU 5 once 5 is free, though
         the first has nowhere to go. Last, a FIFO 10 task allowed on 0 and
         the parked 7, woken on 0 where a FIFO 10 hog allowed on 0-1 runs,
-        must run (the hog moving to the idle CPU 1).
+        must run (the hog moving to the idle CPU 1). And a FIFO 20 task
+        allowed on 0-1, woken on 0 where a FIFO 10 hog allowed on 0 and
+        the parked 7 runs, must run on the idle CPU 1.
     park_probe.py dl [--busy-cpu 3] [--sleeper-cpu 2]
         Two SCHED_DEADLINE tasks, each alone on its CPU: a busy loop on
         CPU 3 (throttled and replenished on its runqueue, never woken) and
@@ -808,7 +810,8 @@ def rt_mixed_wakeup(hogs, wait_s=10):
     if waiter.stdout.readline().strip() != "up":
         raise RuntimeError("the RT waiter did not start")
     # Asleep in its read before the hog takes CPU 6 (bounded poll).
-    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
+    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
+        raise RuntimeError("the waiter did not go to sleep")
     os.sched_setaffinity(waiter.pid, {5, 6, 7})
     hogs.append(rt_hog("6", 20))
     kernel.set_online(5, False)
@@ -896,7 +899,8 @@ def rt_equal_wakeup(hogs, wait_s=10):
     hogs.append(waiter)
     if waiter.stdout.readline().strip() != "up":
         raise RuntimeError("the RT waiter did not start")
-    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
+    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
+        raise RuntimeError("the waiter did not go to sleep")
     os.sched_setaffinity(waiter.pid, {0, 7})
     hog = rt_hog("0", 10)
     hogs.append(hog)
@@ -910,6 +914,38 @@ def rt_equal_wakeup(hogs, wait_s=10):
     got["ran_on"] = int(line) if line else line
     # The hog's push follows the switch to the task at once (bounded poll).
     until(lambda: kernel.task_cpu(hog.pid) == 1, tries=100)
+    got["hog_after"] = kernel.task_cpu(hog.pid)
+    return got
+
+
+def rt_parked_pinned_curr(hogs, wait_s=10):
+    """Review 46: a FIFO 10 hog allowed on CPU 0 and the parked CPU 7 runs
+    on 0; CPU 1 is idle. It keeps off 7, so it cannot leave 0, as if
+    pinned there. A FIFO 20 task allowed on 0-1, asleep on 0, is woken:
+    select_task_rq_rt() sends a waking task elsewhere only when the one it
+    would preempt cannot move, and counted the parked CPU as a place the
+    hog could go: the task preempted the hog on 0, and the hog had nowhere
+    to go. It must run on the idle CPU 1. Returns where it ran and where
+    the hog is after. Appends what it starts to `hogs`."""
+    kernel.write(RT_RUNTIME, "-1")
+    waiter = subprocess.Popen(["chrt", "-f", "20", "taskset", "-c", "0", *RT_WAITER],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hogs.append(waiter)
+    if waiter.stdout.readline().strip() != "up":
+        raise RuntimeError("the RT waiter did not start")
+    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
+        raise RuntimeError("the waiter did not go to sleep")
+    os.sched_setaffinity(waiter.pid, {0, 1})
+    hog = rt_hog("0", 10)
+    hogs.append(hog)
+    os.sched_setaffinity(hog.pid, {0, 7})
+    got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid)}
+    got["park_errno"], _ = park("7")
+    waiter.stdin.write("x")
+    waiter.stdin.flush()
+    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
+    line = waiter.stdout.readline().strip() if ready else None
+    got["ran_on"] = int(line) if line else line
     got["hog_after"] = kernel.task_cpu(hog.pid)
     return got
 
@@ -955,7 +991,8 @@ def cmd_rt(args):
         result["two_cpu"] = kernel.task_cpu(two.pid)
         result["two_pid"] = two.pid
         for key, case in (("mixed", rt_mixed_wakeup), ("queued", rt_mixed_queued),
-                          ("second", rt_parked_second), ("equal", rt_equal_wakeup)):
+                          ("second", rt_parked_second), ("equal", rt_equal_wakeup),
+                          ("pinnedcurr", rt_parked_pinned_curr)):
             rt_case_reset(hogs, runtime)
             result[key] = case(hogs)
     finally:
@@ -1043,8 +1080,9 @@ def cmd_dl(args):
 
 
 # 1 ms every 1 ms: a whole CPU, admitted only with admission control off.
-# Its deadline is always within a tick or so, earlier than DL_PARAMS's
-# 20 ms: a task of DL_PARAMS queued behind it on its CPU never runs there.
+# Its deadline is always within a tick or so: a task of DL_PARAMS (20 ms)
+# queued behind it on its CPU runs there only once its own deadline is
+# the earlier one, some 20 ms later; on a free CPU it runs at once.
 DL_HOG_PARAMS = ["--sched-runtime", "1000000", "--sched-deadline", "1000000",
                  "--sched-period", "1000000"]
 
@@ -1081,10 +1119,11 @@ def dl_mixed_wakeup(tasks, wait_s=10):
     and 6-7 parked has no active unparked CPU, so its class may place it
     on any of its parked CPUs. It sleeps on CPU 6, a deadline hog with
     earlier deadlines holds 6, and it is woken: it must run on the free
-    CPU 7, not queue behind the hog. Admission control is off (only then
-    may a deadline task have such an affinity). Returns where it ran
-    (None: not within wait_s), with the park's errno. Appends what it
-    starts to `tasks`."""
+    CPU 7, not queue behind the hog (it then runs on 6, once its deadline
+    is the earlier one: the stop-44 kernel). Admission control is off
+    (only then may a deadline task have such an affinity). Returns where
+    it ran (None: not within wait_s), with the park's errno. Appends what
+    it starts to `tasks`."""
     kernel.write(RT_RUNTIME, "-1")
     waiter = subprocess.Popen(["taskset", "-c", "6", *RT_WAITER],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -1092,7 +1131,8 @@ def dl_mixed_wakeup(tasks, wait_s=10):
     if waiter.stdout.readline().strip() != "up":
         raise RuntimeError("the deadline waiter did not start")
     # Asleep in its read before it becomes a deadline task (bounded poll).
-    until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000)
+    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
+        raise RuntimeError("the waiter did not go to sleep")
     to_deadline(waiter.pid, {5, 6, 7})
     tasks.append(dl_hog(6))
     kernel.set_online(5, False)
