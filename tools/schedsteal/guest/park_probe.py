@@ -786,6 +786,30 @@ RT_WAITER = ["python3", "-c", "import os, sys\nprint('up', flush=True)\n"
              "print(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[36], flush=True)"]
 
 
+def start_waiter(prefix, tasks):
+    """`prefix` (chrt, taskset) + RT_WAITER, appended to `tasks`; returned
+    once it sleeps in its read (a bounded poll), so that nothing started
+    after it can take its CPU before it is asleep there."""
+    waiter = subprocess.Popen([*prefix, *RT_WAITER],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    tasks.append(waiter)
+    if waiter.stdout.readline().strip() != "up":
+        raise RuntimeError("the waiter did not start")
+    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
+        raise RuntimeError("the waiter did not go to sleep")
+    return waiter
+
+
+def wake_waiter(waiter, wait_s):
+    """Wake a start_waiter() task; the CPU it then ran on, or None when it
+    did not run within wait_s."""
+    waiter.stdin.write("x")
+    waiter.stdin.flush()
+    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
+    line = waiter.stdout.readline().strip() if ready else None
+    return int(line) if line else None
+
+
 def rt_case_reset(hogs, runtime):
     """Between two RT cases: their tasks stopped (`hogs` emptied in
     place), nothing parked, CPU 5 online."""
@@ -804,24 +828,14 @@ def rt_mixed_wakeup(hogs, wait_s=10):
     queue behind the hog. Returns where it ran (None: it never ran within
     wait_s), with the park's errno. Appends what it starts to `hogs`."""
     kernel.write(RT_RUNTIME, "-1")
-    waiter = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "6", *RT_WAITER],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hogs.append(waiter)
-    if waiter.stdout.readline().strip() != "up":
-        raise RuntimeError("the RT waiter did not start")
-    # Asleep in its read before the hog takes CPU 6 (bounded poll).
-    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
-        raise RuntimeError("the waiter did not go to sleep")
+    # Asleep in its read before the hog takes CPU 6.
+    waiter = start_waiter(["chrt", "-f", "10", "taskset", "-c", "6"], hogs)
     os.sched_setaffinity(waiter.pid, {5, 6, 7})
     hogs.append(rt_hog("6", 20))
     kernel.set_online(5, False)
     got = {"affinity": allowed_list(waiter.pid), "cpu_before": kernel.task_cpu(waiter.pid)}
     got["park_errno"], _ = park("6-7")
-    waiter.stdin.write("x")
-    waiter.stdin.flush()
-    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
-    line = waiter.stdout.readline().strip() if ready else None
-    got["ran_on"] = int(line) if line else line
+    got["ran_on"] = wake_waiter(waiter, wait_s)
     return got
 
 
@@ -894,24 +908,14 @@ def rt_equal_wakeup(hogs, wait_s=10):
     throttling off). Returns where it ran (None: not within wait_s) and
     where the hog runs after. Appends what it starts to `hogs`."""
     kernel.write(RT_RUNTIME, "-1")
-    waiter = subprocess.Popen(["chrt", "-f", "10", "taskset", "-c", "0", *RT_WAITER],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hogs.append(waiter)
-    if waiter.stdout.readline().strip() != "up":
-        raise RuntimeError("the RT waiter did not start")
-    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
-        raise RuntimeError("the waiter did not go to sleep")
+    waiter = start_waiter(["chrt", "-f", "10", "taskset", "-c", "0"], hogs)
     os.sched_setaffinity(waiter.pid, {0, 7})
     hog = rt_hog("0", 10)
     hogs.append(hog)
     os.sched_setaffinity(hog.pid, {0, 1})
     got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid)}
     got["park_errno"], _ = park("7")
-    waiter.stdin.write("x")
-    waiter.stdin.flush()
-    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
-    line = waiter.stdout.readline().strip() if ready else None
-    got["ran_on"] = int(line) if line else line
+    got["ran_on"] = wake_waiter(waiter, wait_s)
     # The hog's push follows the switch to the task at once (bounded poll).
     until(lambda: kernel.task_cpu(hog.pid) == 1, tries=100)
     got["hog_after"] = kernel.task_cpu(hog.pid)
@@ -928,24 +932,14 @@ def rt_parked_pinned_curr(hogs, wait_s=10):
     to go. It must run on the idle CPU 1. Returns where it ran and where
     the hog is after. Appends what it starts to `hogs`."""
     kernel.write(RT_RUNTIME, "-1")
-    waiter = subprocess.Popen(["chrt", "-f", "20", "taskset", "-c", "0", *RT_WAITER],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    hogs.append(waiter)
-    if waiter.stdout.readline().strip() != "up":
-        raise RuntimeError("the RT waiter did not start")
-    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
-        raise RuntimeError("the waiter did not go to sleep")
+    waiter = start_waiter(["chrt", "-f", "20", "taskset", "-c", "0"], hogs)
     os.sched_setaffinity(waiter.pid, {0, 1})
     hog = rt_hog("0", 10)
     hogs.append(hog)
     os.sched_setaffinity(hog.pid, {0, 7})
     got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid)}
     got["park_errno"], _ = park("7")
-    waiter.stdin.write("x")
-    waiter.stdin.flush()
-    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
-    line = waiter.stdout.readline().strip() if ready else None
-    got["ran_on"] = int(line) if line else line
+    got["ran_on"] = wake_waiter(waiter, wait_s)
     got["hog_after"] = kernel.task_cpu(hog.pid)
     return got
 
@@ -1125,24 +1119,14 @@ def dl_mixed_wakeup(tasks, wait_s=10):
     it ran (None: not within wait_s), with the park's errno. Appends what
     it starts to `tasks`."""
     kernel.write(RT_RUNTIME, "-1")
-    waiter = subprocess.Popen(["taskset", "-c", "6", *RT_WAITER],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    tasks.append(waiter)
-    if waiter.stdout.readline().strip() != "up":
-        raise RuntimeError("the deadline waiter did not start")
-    # Asleep in its read before it becomes a deadline task (bounded poll).
-    if not until(lambda: kernel.task_state(waiter.pid) == "S", tries=1000):
-        raise RuntimeError("the waiter did not go to sleep")
+    # Asleep in its read before it becomes a deadline task.
+    waiter = start_waiter(["taskset", "-c", "6"], tasks)
     to_deadline(waiter.pid, {5, 6, 7})
     tasks.append(dl_hog(6))
     kernel.set_online(5, False)
     got = {"affinity": allowed_list(waiter.pid), "cpu_before": kernel.task_cpu(waiter.pid)}
     got["park_errno"], _ = park("6-7")
-    waiter.stdin.write("x")
-    waiter.stdin.flush()
-    ready, _, _ = select.select([waiter.stdout], [], [], wait_s)
-    line = waiter.stdout.readline().strip() if ready else None
-    got["ran_on"] = int(line) if line else line
+    got["ran_on"] = wake_waiter(waiter, wait_s)
     return got
 
 
