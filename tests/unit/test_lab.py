@@ -168,3 +168,22 @@ def test_run_records_the_lab_for_the_guest(tmp_path, monkeypatch):
     assert seen["record"]["clock"] == "icount" and seen["qemu"] is None
     assert res.lab == seen["record"]
     assert lab.read_record(tmp_path / "keep")["clock"] == "icount"
+
+
+def test_lab_boot_boots_again_after_a_host_crash(lab_cache, monkeypatch):
+    """CI after stop 46: the lab QEMU segfaulted during one boot's PCI set-up
+    (memory_region_dispatch_write), and every test of that boot failed."""
+    from schedsteal import labcheck
+    console = "[    1.6] pci 0000:00:09.0: BAR 1 [mem 0xfebfe000-0xfebfefff]\n"
+    crash = vm.RunResult(status=255, output="", dmesg=console, splats=[], timed_out=False,
+                         console=console, died=True)
+    ok = vm.RunResult(status=0, output="{}", dmesg=console, splats=[], timed_out=False)
+    results = [crash, ok]
+    monkeypatch.setattr(vm, "run", lambda *a, **k: results.pop(0))
+    monkeypatch.setenv("SCHEDSTEAL_CACHE", str(lab_cache))
+    with pytest.warns(UserWarning, match="overcommit8: QEMU ended the boot early"):
+        assert labcheck.lab_boot("bz", "lab", "overcommit8", "true") is ok
+    assert results == []
+    results[:] = [crash, crash]
+    with pytest.warns(UserWarning), pytest.raises(labcheck.LabCheckError, match="died"):
+        labcheck.lab_boot("bz", "lab", "overcommit8", "true")

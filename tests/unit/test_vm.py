@@ -592,6 +592,37 @@ def test_host_crash_is_only_a_silent_death_during_boot(console, output, died, cr
     assert res.host_crash is crash
 
 
+@pytest.mark.parametrize("first_crashes", [True, False])
+def test_run_past_host_crash_boots_again_only_after_a_host_crash(monkeypatch, first_crashes):
+    crash = vm.RunResult(status=255, output="", dmesg=BOOT_CONSOLE, splats=[],
+                         timed_out=False, console=BOOT_CONSOLE, died=True)
+    ok = vm.RunResult(status=0, output="{}", dmesg=BOOT_CONSOLE, splats=[], timed_out=False)
+    calls = []
+
+    def fake_run(kernel, preset, cmd, **kwargs):
+        calls.append((kernel, preset, cmd, kwargs))
+        return crash if first_crashes and len(calls) == 1 else ok
+
+    monkeypatch.setattr(vm, "run", fake_run)
+    if first_crashes:
+        with pytest.warns(UserWarning, match="smp2: QEMU ended the boot early"):
+            res = vm.run_past_host_crash("bz", "smp2", "true", timeout=5, keep="k")
+    else:
+        res = vm.run_past_host_crash("bz", "smp2", "true", timeout=5, keep="k")
+    assert res is ok
+    assert calls == [("bz", "smp2", "true", {"timeout": 5, "keep": "k"})] * (2 if first_crashes else 1)
+
+
+def test_run_past_host_crash_returns_a_second_crash(monkeypatch):
+    crash = vm.RunResult(status=255, output="", dmesg=BOOT_CONSOLE, splats=[],
+                         timed_out=False, console=BOOT_CONSOLE, died=True)
+    calls = []
+    monkeypatch.setattr(vm, "run", lambda *a, **k: calls.append(a) or crash)
+    with pytest.warns(UserWarning):
+        res = vm.run_past_host_crash("bz", "smp2", "true")
+    assert res.died and len(calls) == 2
+
+
 def _stalled(text):
     log = fixture("clean-boot.txt") + text
     return vm.RunResult(status=0, output="{}", dmesg=log, splats=vm.scan_dmesg(log),

@@ -113,12 +113,8 @@ def boot_raw(kernel, preset, cmd, timeout=900, append=None, keep=None):
     """vm.run() with a second try after a QEMU crash during boot, and no
     verdict: boot() judges it; a test that sorts the kernel's reports
     itself calls this."""
-    res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
-    if res.host_crash:
-        warnings.warn(f"{preset}: QEMU ended the boot early, no kernel report; "
-                      f"booting again. Console:\n{vm.tail(res.console, 5)}")
-        res = vm.run(kernel, preset, cmd, timeout=timeout, append=append, keep=keep)
-    return res
+    return vm.run_past_host_crash(kernel, preset, cmd, timeout=timeout, append=append,
+                                  keep=keep)
 
 
 def run_json(kernel, preset, cmd, append=None, timeout=900):

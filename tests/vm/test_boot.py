@@ -46,8 +46,9 @@ def test_boot_topology_and_hackbench(test_kernel, preset):
 
 def test_planted_warning_fails_the_run(test_kernel):
     # The shape of a kernel WARN (the scanner ignores a bare "WARNING:").
-    res = vm.run(test_kernel, "smp2", "echo 'WARNING: CPU: 0 PID: 1 at kernel/sched/fair.c:1 "
-                 "planted_by_the_test+0x0/0x10' >/dev/kmsg")
+    res = vm.run_past_host_crash(test_kernel, "smp2",
+                                 "echo 'WARNING: CPU: 0 PID: 1 at kernel/sched/fair.c:1 "
+                                 "planted_by_the_test+0x0/0x10' >/dev/kmsg")
     assert res.status == 0
     assert [s.kind for s in res.splats] == ["WARNING"]
     assert not res.ok
@@ -55,5 +56,5 @@ def test_planted_warning_fails_the_run(test_kernel):
 
 @pytest.mark.full
 def test_guest_status_is_passed_through(test_kernel):
-    res = vm.run(test_kernel, "smp2", "exit 7")
+    res = vm.run_past_host_crash(test_kernel, "smp2", "exit 7")
     assert res.status == 7 and not res.splats and not res.ok

@@ -63,12 +63,14 @@ def lab_boot(kernel: str, qemu: str, preset: str, cmd: str, clock: str = "host",
              monitor=None, keep: str | None = None, steal_time: bool | None = None,
              timeout: float = 1800, append: list[str] | None = None) -> vm.RunResult:
     """Boot on the lab QEMU under `clock` (steal time on by default on the
-    host clock); LabCheckError unless the guest ran clean."""
+    host clock); LabCheckError unless the guest ran clean. A boot that
+    QEMU itself ended before user space is tried once more
+    (vm.run_past_host_crash)."""
     if steal_time is None:
         steal_time = clock == "host"
     labrec, opts = vm.resolve_lab(qemu, clock, steal_time=steal_time)
-    res = vm.run(kernel, preset, cmd, timeout=timeout, qemu_opts=opts, lab=labrec,
-                 monitor=monitor, keep=keep, append=append)
+    res = vm.run_past_host_crash(kernel, preset, cmd, timeout=timeout, qemu_opts=opts,
+                                 lab=labrec, monitor=monitor, keep=keep, append=append)
     if not res.ok:
         why = ("timed out" if res.timed_out else f"{len(res.splats)} splat(s)"
                if res.splats else "died" if res.died else f"status {res.status}")
