@@ -187,3 +187,49 @@ def test_lab_boot_boots_again_after_a_host_crash(lab_cache, monkeypatch):
     results[:] = [crash, crash]
     with pytest.warns(UserWarning), pytest.raises(labcheck.LabCheckError, match="died"):
         labcheck.lab_boot("bz", "lab", "overcommit8", "true")
+
+
+def test_lab_probe_finds_the_testdevs_and_switches_memory_decoding(tmp_path):
+    from schedsteal.guest import lab_probe
+    for name, ids in [("0000:00:01.0", ("0x8086", "0x1237")), ("0000:00:05.0", lab_probe.TESTDEV),
+                      ("0000:00:04.0", lab_probe.TESTDEV)]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "vendor").write_text(ids[0] + "\n")
+        (d / "device").write_text(ids[1] + "\n")
+        (d / "config").write_bytes(bytes([0x36, 0x1b, 5, 0, 0x03, 0x01]) + bytes(58))
+    devs = lab_probe.testdevs(str(tmp_path))
+    assert devs == [str(tmp_path / "0000:00:04.0"), str(tmp_path / "0000:00:05.0")]
+    assert lab_probe.pci_command(devs[0]) == 0x0103
+    assert lab_probe.pci_command(devs[0], 0x0101) == 0x0101
+    raw = (tmp_path / "0000:00:04.0" / "config").read_bytes()
+    assert raw[:6] == bytes([0x36, 0x1b, 5, 0, 0x01, 0x01]) and len(raw) == 64
+
+
+def test_memory_map_check_boots_with_two_testdevs_and_its_table(monkeypatch):
+    from schedsteal import labcheck
+    seen = {}
+
+    def fake_boot(kernel, qemu, preset, cmd, **kw):
+        seen.update(kw, preset=preset, cmd=cmd)
+        return vm.RunResult(status=0, output='{"seconds": 15, "cpus": 8, "value": 109, '
+                            '"switches": 3000, "reads": 27000000, "misread": 0}\n',
+                            dmesg="x", splats=[], timed_out=False)
+
+    monkeypatch.setattr(labcheck, "lab_boot", fake_boot)
+    got = labcheck.check_memory_map("bz", "q")
+    assert seen["preset"] == "overcommit8" and "lab_probe.py mmio --seconds 15" in seen["cmd"]
+    assert seen["qemu_opts"] == ["-device pci-testdev", "-device pci-testdev"]
+    assert seen["steal_time"] is False
+    text = labcheck.format_results({"memory-map": got})
+    assert "misread" in text and "27000000" in text.splitlines()[-2]
+
+
+def test_lab_boot_adds_the_callers_qemu_options(lab_cache, monkeypatch):
+    from schedsteal import labcheck
+    calls = []
+    ok = vm.RunResult(status=0, output="{}", dmesg="x", splats=[], timed_out=False)
+    monkeypatch.setattr(vm, "run", lambda *a, **k: calls.append(k) or ok)
+    monkeypatch.setenv("SCHEDSTEAL_CACHE", str(lab_cache))
+    labcheck.lab_boot("bz", "lab", "smp2", "true", steal_time=False, qemu_opts=["-device x"])
+    assert calls[0]["qemu_opts"][-1] == "-device x"

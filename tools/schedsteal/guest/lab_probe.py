@@ -14,9 +14,19 @@ object on stdout.
         marks $SCHEDSTEAL_OUT/mark-NAME-start and mark-NAME-end written
         at the two snapshots, for the host to sample its side at the
         same moments (lab.StealMonitor).
+    lab_probe.py mmio --seconds S
+        Needs two pci-testdev devices (QEMU's -device pci-testdev). For S
+        seconds, CPU 0 switches the first one's memory decoding off and
+        on (each switch a change of the guest's memory map), while each
+        other CPU reads one byte of the second one's MMIO BAR, whose
+        value does not change. Reports the switches, the reads and the
+        reads that returned something else ("misread").
 """
 import argparse
+import json
+import mmap
 import os
+import struct
 import subprocess
 import time
 
@@ -108,6 +118,99 @@ def cmd_steal(args) -> int:
                          "user_hz": os.sysconf("SC_CLK_TCK"), "per_cpu": per_cpu})
 
 
+TESTDEV = ("0x1b36", "0x0005")   # QEMU's pci-testdev: Red Hat's vendor ID
+PCI_DEVICES = "/sys/bus/pci/devices"
+PCI_COMMAND = 4                  # the command register's offset in config space
+PCI_COMMAND_MEMORY = 0x2         # its memory decoding bit
+# Offset of a byte of the test's name in pci-testdev's BAR 0, once a test
+# is chosen (writing its number at offset 0): a fixed value to read.
+TESTDEV_NAME_BYTE = 16
+
+
+def testdevs(root: str = PCI_DEVICES) -> list[str]:
+    """The pci-testdev devices' sysfs directories, in bus order."""
+    found = []
+    for d in sorted(os.listdir(root)):
+        path = os.path.join(root, d)
+        ids = tuple(open(os.path.join(path, f)).read().strip() for f in ("vendor", "device"))
+        if ids == TESTDEV:
+            found.append(path)
+    return found
+
+
+def pci_command(dev: str, value: int | None = None) -> int:
+    """The command register of dev (sysfs config file); written first
+    when value is given."""
+    with open(os.path.join(dev, "config"), "r+b", buffering=0) as f:
+        if value is not None:
+            f.seek(PCI_COMMAND)
+            f.write(struct.pack("<H", value))
+        f.seek(PCI_COMMAND)
+        return struct.unpack("<H", f.read(2))[0]
+
+
+def read_bar(bar: mmap.mmap, want: int, seconds: float, out: int) -> None:
+    """Child: read the byte until the time is up; [reads, misreads] to out."""
+    n = bad = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(1000):
+            if bar[TESTDEV_NAME_BYTE] != want:
+                bad += 1
+        n += 1000
+    os.write(out, json.dumps([n, bad]).encode())
+
+
+def cmd_mmio(args) -> int:
+    devs = testdevs()
+    if len(devs) != 2:
+        raise SystemExit(f"lab_probe: mmio needs two pci-testdev devices, the guest has "
+                         f"{len(devs)} (QEMU option -device pci-testdev, twice)")
+    toggled, target = devs
+    cpus = kernel.online_cpus()
+    if len(cpus) < 2:
+        raise SystemExit("lab_probe: mmio needs two CPUs or more")
+    pci_command(target, pci_command(target) | PCI_COMMAND_MEMORY)
+    fd = os.open(os.path.join(target, "resource0"), os.O_RDWR | os.O_SYNC)
+    bar = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    bar[0] = 0           # choose test 0: the BAR now reads as its header
+    want = bar[TESTDEV_NAME_BYTE]
+    readers = []
+    for cpu in cpus[1:]:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                os.sched_setaffinity(0, {cpu})
+                read_bar(bar, want, args.seconds, w)
+            finally:
+                os._exit(0)
+        os.close(w)
+        readers.append((pid, r))
+    os.sched_setaffinity(0, {cpus[0]})
+    base = pci_command(toggled)
+    switches = 0
+    end = time.monotonic() + args.seconds
+    try:
+        while time.monotonic() < end:
+            pci_command(toggled, base & ~PCI_COMMAND_MEMORY)
+            pci_command(toggled, base | PCI_COMMAND_MEMORY)
+            switches += 2
+    finally:
+        pci_command(toggled, base)
+    reads = misreads = 0
+    for pid, r in readers:
+        data = os.read(r, 100)
+        os.waitpid(pid, 0)
+        if not data:
+            raise SystemExit(f"lab_probe: a reader (pid {pid}) reported nothing")
+        n, bad = json.loads(data)
+        reads, misreads = reads + n, misreads + bad
+    return print_result({"seconds": args.seconds, "cpus": len(cpus), "value": want,
+                         "switches": switches, "reads": reads, "misread": misreads})
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="lab_probe.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -120,5 +223,7 @@ def main(argv=None) -> int:
     st.add_argument("--label", required=True)
     st.add_argument("--seconds", type=float, required=True)
     st.add_argument("--busy", action="store_true")
+    mm = sub.add_parser("mmio")
+    mm.add_argument("--seconds", type=float, required=True)
     args = p.parse_args(argv)
-    return {"loops": cmd_loops, "steal": cmd_steal}[args.action](args)
+    return {"loops": cmd_loops, "steal": cmd_steal, "mmio": cmd_mmio}[args.action](args)
