@@ -141,7 +141,9 @@ def test_governor_is_compared_with_the_best_static_set(capsys, tmp_path):
                                       (["--static", "2,2"], "distinct"),
                                       (["--static", "x"], "distinct"),
                                       (["--static", "2", "--no-static"], "no --no-static"),
-                                      (["--unpark-backoff", "9"], "0 to 8")])
+                                      (["--unpark-backoff", "9"], "0 to 8"),
+                                      (["--park-confirm", "0"], "1 to 8"),
+                                      (["--park-confirm", "9"], "1 to 8")])
 def test_run_refuses_bad_workload_options(capsys, tmp_path, args, msg):
     k = tmp_path / "bzImage"
     k.write_text("")
@@ -331,3 +333,12 @@ def test_module_probe_needs_the_module_file(capsys):
     with pytest.raises(SystemExit):
         governor_probe.main(["module"])
     assert "--ko" in capsys.readouterr().err
+
+
+def test_run_passes_the_knobs_it_was_given_on_the_command_line():
+    import argparse
+    ns = argparse.Namespace(unpark_backoff=None, park_confirm=None)
+    assert governor.governor_append(ns) is None
+    ns = argparse.Namespace(unpark_backoff=0, park_confirm=1)
+    assert governor.governor_append(ns) == ["steal_governor.unpark_backoff=0",
+                                            "steal_governor.park_confirm=1"]

@@ -27,7 +27,7 @@ from schedsteal import governor, labcheck
 pytestmark = [pytest.mark.full, pytest.mark.topics("park")]
 
 # The command line gives a high threshold the kernel must refuse.
-BAD = ["steal_governor.high_threshold=10000"]
+BAD = ["steal_governor.high_threshold=10000", "steal_governor.park_confirm=9"]
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +50,10 @@ def counts(result, phase=None):
 def test_upstreams_knobs_take_the_command_lines_values_and_refuse_bad_ones(overcommit8):
     got, res = overcommit8
     assert "`10000' invalid for parameter `steal_governor.high_threshold'" in res.dmesg
+    assert "`9' invalid for parameter `steal_governor.park_confirm'" in res.dmesg
     assert got["params"] == {"enabled": "Y", "interval_ms": "200",
                              "high_threshold": "500", "low_threshold": "200",
-                             "unpark_backoff": "4"}
+                             "unpark_backoff": "4", "park_confirm": "2"}
 
 
 def test_an_idle_guest_keeps_every_cpu_preferred(overcommit8):
@@ -138,16 +139,18 @@ def as_module(modules_kernel, lab_qemu):
 
 def test_module_refuses_bad_parameters_and_changes_nothing(as_module):
     """low_threshold not below high_threshold (the module's init refuses
-    it) and an out-of-range high_threshold (its parameter refuses it):
+    it), an out-of-range high_threshold and park_confirm (their
+    parameters refuse them):
     the load fails with EINVAL, nothing stays loaded, nothing is parked."""
     got, res = as_module
     assert got["before"] == {"loaded": False, "parked": ""}, got["before"]
-    for key in ("low_not_below_high", "high_out_of_range"):
+    for key in ("low_not_below_high", "high_out_of_range", "confirm_out_of_range"):
         assert got[key]["rc"] != 0 and not got[key]["loaded"], (key, got[key])
         assert "Invalid parameters" in got[key]["error"], (key, got[key])
     assert got["parked_after_refusals"] == ""
     assert "low_threshold 600 must be below high_threshold 500" in res.dmesg
     assert "`10000' invalid for parameter `high_threshold'" in res.dmesg
+    assert "`0' invalid for parameter `park_confirm'" in res.dmesg
 
 
 def test_module_governs_once_loaded(as_module):
@@ -159,7 +162,7 @@ def test_module_governs_once_loaded(as_module):
     assert got["load"] == {"rc": 0, "error": "", "loaded": True}, got["load"]
     assert got["params"] == {"enabled": "Y", "interval_ms": "100",
                              "high_threshold": "500", "low_threshold": "200",
-                             "unpark_backoff": "4"}, got["params"]
+                             "unpark_backoff": "4", "park_confirm": "2"}, got["params"]
     assert got["governed"], got["parked_loaded"]
 
 

@@ -235,12 +235,21 @@ def format_compare(c: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def governor_append(args) -> list[str] | None:
+    """The kernel command line's settings for the knobs `run` was given."""
+    append = [f"steal_governor.{name}={value}"
+              for name, value in (("unpark_backoff", args.unpark_backoff),
+                                  ("park_confirm", args.park_confirm)) if value is not None]
+    return append or None
+
+
 def format_summary(result: dict) -> str:
     p = result["params"]
     out = [f"steal governor on {result.get('preset', PRESET)} "
            f"({result.get('workload', 'loops')}): interval_ms {p['interval_ms']}, "
            f"high_threshold {p['high_threshold']}, low_threshold {p['low_threshold']}"
-           + (f", unpark_backoff {p['unpark_backoff']}" if "unpark_backoff" in p else ""),
+           + (f", unpark_backoff {p['unpark_backoff']}" if "unpark_backoff" in p else "")
+           + (f", park_confirm {p['park_confirm']}" if "park_confirm" in p else ""),
            ""]
     rows = [("phase", "reached", "pref", "changes/s", "steal%", "rounds/s")]
     for r in summary(result):
@@ -328,6 +337,9 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--unpark-backoff", type=int, metavar="N",
                    help="the governor's unpark_backoff (0-8; default: the kernel's, 4; "
                         "0 is upstream's policy)")
+    r.add_argument("--park-confirm", type=int, metavar="N",
+                   help="the governor's park_confirm (1-8; default: the kernel's, 2; "
+                        "1 is upstream's policy)")
     r.add_argument("--hackbench", metavar="GROUPS,LOOPS",
                    help="the load: hackbench -P -p -g GROUPS -l LOOPS back to back "
                         "(rounds/s = finished runs per second) instead of a busy loop per CPU")
@@ -417,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.unpark_backoff is not None and not 0 <= args.unpark_backoff <= 8:
                 raise GovernorError(f"--unpark-backoff {args.unpark_backoff}: the governor "
                                     "takes 0 to 8")
+            if args.park_confirm is not None and not 1 <= args.park_confirm <= 8:
+                raise GovernorError(f"--park-confirm {args.park_confirm}: the governor "
+                                    "takes 1 to 8")
             if args.hold_s is not None and not 0 < args.hold_s <= 600:
                 raise GovernorError(f"--hold-s {args.hold_s:g}: expected 0 < s <= 600")
             try:
@@ -434,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                                 (args.static or STATIC[args.preset]),
                                 hackbench=args.hackbench,
                                 hold_s=args.hold_s, stress_ng=args.stress_ng,
-                                append=None if args.unpark_backoff is None else
-                                [f"steal_governor.unpark_backoff={args.unpark_backoff}"])
+                                append=governor_append(args))
             except (labcheck.LabCheckError, vm.VMError, lab.LabError) as e:
                 print(f"schedsteal-governor: FAIL: {e}", file=sys.stderr)
                 return 1

@@ -62,7 +62,8 @@ from . import kernel, print_result, stop_hogs, until, workloads
 from .lab_probe import write_mark
 
 GOVERNOR = "/sys/module/steal_governor/parameters"
-PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold", "unpark_backoff")
+PARAMS = ("enabled", "interval_ms", "high_threshold", "low_threshold", "unpark_backoff",
+          "park_confirm")
 PHASES = ("quiet", "busy", "confine", "restore", "idle", "others")
 
 # A busy loop that counts its rounds in a file it rewrites every 2**16
@@ -79,7 +80,7 @@ COUNTING_LOOP = ("import os, sys\n"
 
 def params() -> dict:
     """The governor's parameters; one a kernel does not have (unpark_backoff
-    before 0041) is left out."""
+    before 0041, park_confirm before park/0025) is left out."""
     return {p: kernel.read(f"{GOVERNOR}/{p}").strip() for p in PARAMS
             if os.path.exists(f"{GOVERNOR}/{p}")}
 
@@ -393,6 +394,7 @@ def cmd_module(args) -> int:
         # Bad input: refused, nothing loaded, nothing parked.
         result["low_not_below_high"] = insmod(args.ko, "low_threshold=600")
         result["high_out_of_range"] = insmod(args.ko, "high_threshold=10000")
+        result["confirm_out_of_range"] = insmod(args.ko, "park_confirm=0")
         result["parked_after_refusals"] = kernel.parked()
         # An operator's set first: the governor must leave it alone.
         kernel.set_parked(args.others)

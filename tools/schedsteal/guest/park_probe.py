@@ -1020,10 +1020,12 @@ def dl_task(cpu, cmd, gated=False):
     at each replenishment the deadline push may send it to a free CPU."""
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE} if gated else {}
     proc = subprocess.Popen(["taskset", "-c", str(cpu), *cmd], text=True, **pipes)
-    until(lambda: os.sched_getaffinity(proc.pid) == {cpu}, tries=1000)
+    if not until(lambda: os.sched_getaffinity(proc.pid) == {cpu}, tries=1000):
+        raise RuntimeError(f"{cmd[0]} (pid {proc.pid}) never got pinned to CPU {cpu}")
     if gated:
         assert proc.stdout.readline().strip() == "up"
-        until(lambda: kernel.task_state(proc.pid) == "S", tries=1000)
+        if not until(lambda: kernel.task_state(proc.pid) == "S", tries=1000):
+            raise RuntimeError(f"{cmd[0]} (pid {proc.pid}) never slept on its stdin")
     os.sched_setaffinity(proc.pid, set(range(os.cpu_count())))
     subprocess.run(["chrt", "-d", *DL_PARAMS, "-p", "0", str(proc.pid)], check=True)
     return proc
