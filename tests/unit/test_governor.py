@@ -300,6 +300,12 @@ def test_compare_refuses_runs_that_do_not_match(tmp_path, capsys):
     assert "the same static sets" in capsys.readouterr().err
     assert governor.main(["compare", str(a), str(tmp_path / "none.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+    c = tmp_path / "c.json"
+    other = _boot({"static8": 50.0, "busy": 48.0})
+    other["params"] = dict(other["params"], park_confirm="1")
+    c.write_text(json.dumps(other))
+    assert governor.main(["compare", str(a), str(c)]) == 2
+    assert "the same governor settings" in capsys.readouterr().err
 
 
 def test_module_probe_reads_insmods_error_and_the_modules_presence(tmp_path, monkeypatch):

@@ -186,6 +186,12 @@ def compare(results: list[dict]) -> dict:
     """Static sets against the governor over several runs (see the
     module's docstring): {"rows": [...], "best": phase, "vs_best": row,
     "vs_boot_best_pct": mean %}."""
+    knobs = ("interval_ms", "high_threshold", "low_threshold", "unpark_backoff", "park_confirm")
+    seen = {tuple(r.get("params", {}).get(k) for k in knobs) for r in results}
+    if len(seen) > 1:
+        raise GovernorError("the runs must all have the same governor settings ("
+                            + ", ".join(knobs) + "): found "
+                            + "; ".join(str(dict(zip(knobs, x))) for x in sorted(seen, key=str)))
     per = []
     for r in results:
         rows = {x["phase"]: x["rounds_per_s"] for x in summary(r)}
@@ -210,13 +216,16 @@ def compare(results: list[dict]) -> dict:
     boot_best = [100.0 * (x["busy"] / max(x[p] for p in sets) - 1) for x in per
                  if max(x[p] for p in sets) > 0]
     return {"rows": rows, "best": best["phase"], "vs_best": best,
-            "vs_boot_best_pct": stats.amean(boot_best) if boot_best else None}
+            "vs_boot_best_pct": stats.amean(boot_best) if boot_best else None,
+            "params": {k: v for k, v in zip(knobs, next(iter(seen))) if v is not None}}
 
 
 def format_compare(c: dict) -> str:
     out = ["The governor (busy phase, converged) against static sets, boot by boot; "
-           "%chg = governor against the set (+ = the governor's higher), p: paired t-test.",
-           ""]
+           "%chg = governor against the set (+ = the governor's higher), p: paired t-test."]
+    if c.get("params"):
+        out.append("governor: " + ", ".join(f"{k} {v}" for k, v in c["params"].items()))
+    out.append("")
     rows = [("set", "boots", "rounds/s", "sd", "%chg", "p")]
     for r in c["rows"]:
         name = "governor" if r["phase"] == "busy" else r["phase"]
