@@ -63,6 +63,7 @@ import tempfile
 
 from . import lab, labcheck, plots, stats, vm
 from .cli import ToolParser
+from .guest.governor_probe import PARAMS
 from .guest.settings import AbbenchError
 from .table import format_table
 
@@ -186,7 +187,8 @@ def compare(results: list[dict]) -> dict:
     """Static sets against the governor over several runs (see the
     module's docstring): {"rows": [...], "best": phase, "vs_best": row,
     "vs_boot_best_pct": mean %}."""
-    knobs = ("interval_ms", "high_threshold", "low_threshold", "unpark_backoff", "park_confirm")
+    # Every knob the probe reads but the run-time switch.
+    knobs = tuple(p for p in PARAMS if p != "enabled")
     seen = {tuple(r.get("params", {}).get(k) for k in knobs) for r in results}
     if len(seen) > 1:
         raise GovernorError("the runs must all have the same governor settings ("

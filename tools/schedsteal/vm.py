@@ -660,9 +660,9 @@ def run(kernel: str, preset: str | Preset, guest_cmd: str, timeout: float = 600,
 def run_past_host_crash(kernel: str, preset: str | Preset, guest_cmd: str,
                         **kwargs) -> RunResult:
     """run(), and once more when QEMU itself ended the first boot before
-    the kernel reached user space (RunResult.host_crash: QEMU 7.2's
-    multi-threaded TCG segfaults in memory_region_dispatch_write() or
-    read() now and then, in the stock binary and in the lab's). The
+    the kernel reached user space (RunResult.host_crash: Debian's QEMU
+    7.2 segfaults in memory_region_dispatch_write() now and then under
+    multi-threaded TCG, as the lab's did before qemu/patches/0005). The
     second boot's result is returned whatever it is: a kernel that dies
     this way every time still fails. A warning carries the first
     console's end."""
