@@ -217,23 +217,33 @@ def test_stress_windows_replace_whole_run_counts():
 def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     """StressCuts interrupts the run (SIGINT) and keeps stress-ng's own
     report of it: a fake stress-ng that reports 500 bogo-ops in 2.00 s
-    when interrupted; a run that says nothing of its workers is refused."""
+    when interrupted. A report already in the pipe when the start line is
+    read is kept; a run that dies without a report, and one that says
+    nothing of its workers, are errors."""
     from schedsteal.guest import governor_probe
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "stress-ng"
     # Python, not sh: a shell polling `sleep` in a loop once missed its
-    # INT trap and hung the cut for its 120 s (1 unit run in many).
+    # INT trap and hung the cut for its 120 s (1 unit run in many). No
+    # Python handler either. Where stdout is buffered (CI: no
+    # PYTHONUNBUFFERED), the interpreter runs the handler inside its flush
+    # of the start line, holding the stdout buffer: the handler's print()
+    # raised RuntimeError (reentrant call) and the fake died without its
+    # report (CI, once: 500 of 1000). And a signal that lands between the
+    # interpreter's last check and pause() hangs the cut for 120 s. SIGINT
+    # is blocked before the start line and taken with sigwait(); each
+    # output is one write() (atomic under PIPE_BUF), no buffered file.
+    # The start line's second line is there to be read with it.
     fake.write_text(f"#!{sys.executable}\n"
-                    "import signal, sys\n"
-                    "def done(*_):\n"
-                    "    print('stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00"
-                    "  250.00', flush=True)\n"
-                    "    sys.exit(0)\n"
-                    "signal.signal(signal.SIGINT, done)\n"
-                    "print('stress-ng: info:  [1] dispatching hogs: 2 cpu', flush=True)\n"
-                    "while True:\n"
-                    "    signal.pause()\n")
+                    "import os, signal\n"
+                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n'\n"
+                    "         b'stress-ng: info:  [1] cpu: a line before the cut\\n')\n"
+                    "signal.sigwait({signal.SIGINT})\n"
+                    "os.write(1, b'stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00'\n"
+                    "         b'  250.00\\n')\n"
+                    "os._exit(0)\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     cuts = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
@@ -248,8 +258,42 @@ def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     assert [s[:2] for s in cuts.segments] == [["start", False], ["busy", True]]
     assert all(s[4] == 500 and s[5] == pytest.approx(2.0) for s in cuts.segments)
     assert all(s[2] <= s[3] for s in cuts.segments)
+    # A report already in the pipe when the start line is read (a run that
+    # ended at once) is kept: the old reader lost it (0, not 300).
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import os, signal\n"
+                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n'\n"
+                    "         b'stress-ng: metrc: [1] cpu  300  1.00  1.00  0.00  300.00'\n"
+                    "         b'  300.00\\n')\n"
+                    "signal.sigwait({signal.SIGINT})\n"
+                    "os._exit(0)\n")
+    early = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
+    try:
+        early.cut(("start", False))
+        early.cut(None)
+    finally:
+        early.stop()
+    assert early.total == 300 and early.segments[0][5] == pytest.approx(1.0)
+    # A run that dies without a report is an error, not "nothing done"
+    # (which is what CI's lost report was counted as).
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import os, signal\n"
+                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n')\n"
+                    "signal.sigwait({signal.SIGINT})\n"
+                    "os.write(1, b'Traceback: it broke\\n')\n"
+                    "os._exit(1)\n")
+    broken = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
+    try:
+        broken.cut(("start", False))
+        with pytest.raises(RuntimeError, match=r"status 1\) without a report:.*it broke"):
+            broken.cut(None)
+    finally:
+        broken.stop()
+    assert broken.total == 0 and broken.segments == []
     fake.write_text("#!/bin/sh\necho 'stress-ng: error: no workers'\n")
-    with pytest.raises(RuntimeError, match="did not start its workers"):
+    with pytest.raises(RuntimeError, match="did not start its workers: .*no workers"):
         governor_probe.StressCuts([0], 2, str(tmp_path), 0.0).cut(("start", False))
 
 

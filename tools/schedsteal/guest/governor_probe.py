@@ -51,7 +51,7 @@ Prints one JSON object for tests/vm/test_governor.py and
 """
 import argparse
 import os
-import re
+import select
 import signal
 import subprocess
 import time
@@ -139,42 +139,57 @@ class StressCuts:
     bounded by --timeout 3600 s in case the probe dies without stopping it
     (its session is killed by stop() as well)."""
 
+    # The first start loads the binary over 9p: seconds under TCG.
+    START_S = 300
+
     def __init__(self, cpus, workers: int, workdir: str, t0: float):
         self.cpus, self.workers, self.workdir, self.t0 = cpus, workers, workdir, t0
-        self.p, self.tag, self.started = None, None, None
+        self.p, self.tag, self.started, self.head = None, None, None, b""
         self.segments, self.total, self.stopped = [], 0, False
 
     def _start(self, tag) -> None:
         argv = workloads.get("stress-ng-cpu").command(self.workers, {"runtime": 3600}, None)
         argv[argv.index("--temp-path") + 1] = self.workdir
+        self.head = b""
         self.p = subprocess.Popen(["taskset", "-c", ",".join(map(str, self.cpus)), *argv],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, start_new_session=True)
-        # Its workers run once it says so (the first start also loads the
-        # binary over 9p): a window starts then, not at the fork.
-        for line in self.p.stdout:
-            if re.search(r"dispatching hogs", line):
-                break
-        else:
-            self.stop()
-            raise RuntimeError("stress-ng did not start its workers")
+                                  start_new_session=True)
+        # Its workers run once it says so: a window starts then, not at the
+        # fork. Read from the descriptor itself (bytes, decoded once in
+        # cut()): the pipe's file object would read ahead, and
+        # communicate() in cut() does not see what it holds.
+        fd, head = self.p.stdout.fileno(), b""
+        deadline = time.monotonic() + self.START_S
+        while b"dispatching hogs" not in head:
+            left = deadline - time.monotonic()
+            chunk = os.read(fd, 4096) if left > 0 and select.select([fd], [], [], left)[0] else b""
+            if not chunk:
+                self.stop()
+                said = head.decode(errors="replace")[-500:]
+                raise RuntimeError(f"stress-ng did not start its workers: {said!r}")
+            head += chunk
+        self.head = head
         self.tag, self.started = tag, time.monotonic() - self.t0
 
     def cut(self, tag) -> None:
         """End the running window (if any) and start one tagged `tag`
-        ((phase, settled)); tag None stops the load for good."""
+        ((phase, settled)); tag None stops the load for good. A run that
+        ends with neither a report nor a clean exit is an error."""
         if self.stopped:
             return
         if self.p is not None:
             os.kill(self.p.pid, signal.SIGINT)
-            out = self.p.communicate(timeout=120)[0]
+            out = (self.head + self.p.communicate(timeout=120)[0]).decode(errors="replace")
             ended = time.monotonic() - self.t0
-            self.p = None
+            rc, self.p, self.head = self.p.returncode, None, b""
             try:
                 r = workloads.parse_stress_ng(out)
                 ops = r.extra["bogo_ops"]
                 real = ops / r.value if r.value > 0 else ended - self.started
             except workloads.WorkloadError:
+                if rc != 0:
+                    raise RuntimeError(f"stress-ng ended (status {rc}) without a report:"
+                                       f" {out[-500:]!r}") from None
                 # Cut before a worker finished a round (a state reached
                 # at a phase's first sample): nothing done, nothing lost.
                 ops, real = 0, ended - self.started
@@ -189,6 +204,7 @@ class StressCuts:
     def stop(self) -> None:
         if self.p is not None:
             stop_group(self.p)
+            self.p.stdout.close()
             self.p = None
 
 
