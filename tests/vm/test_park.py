@@ -522,6 +522,23 @@ def test_deadline_task_queued_on_parked_cpus_moves_to_a_free_one(llc2x4_park):
 
 
 @pytest.mark.full
+def test_deadline_wakeup_goes_elsewhere_if_the_running_task_cannot_move(llc2x4_park):
+    """Review 46b, the deadline twin of the RT case: select_task_rq_dl()
+    keeps a waking task with the earlier deadline on its CPU, to preempt
+    the running one, unless that one cannot move; it counted a parked CPU
+    as a place the running task could go. A deadline hog of 1 s periods
+    allowed on CPU 0 and the parked CPU 7 runs on 0; a task of 20 ms
+    deadlines allowed on 0-1, woken on 0, preempted it there while CPU 1
+    was idle, and the hog had nowhere to go. It must run on CPU 1."""
+    got = llc2x4_park[7]["pinnedcurr"]
+    assert got["park_errno"] == 0
+    assert got["hog_affinity"] == "0,7", got
+    assert got["cpu_before"] == 0 and got["hog_before"] == 0, got
+    assert got["ran_on"] == 1, got
+    assert got["hog_after"] == 0, got
+
+
+@pytest.mark.full
 def test_current_cpu_wakeup_does_not_land_on_a_parked_cpu(llc2x4_park):
     """Issue 9, WF_CURRENT_CPU: select_task_rq_fair() returned the waker's
     CPU for it without asking whether it was parked. Its one caller is

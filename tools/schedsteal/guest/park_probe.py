@@ -1157,16 +1157,52 @@ def dl_mixed_queued(tasks, tries=300):
     return got
 
 
+# A whole CPU for a whole second: the hog runs without a break, and its
+# deadline is later than a DL_PARAMS task's (20 ms) for 98% of its period.
+DL_LONG_HOG_PARAMS = ["--sched-runtime", "1000000000", "--sched-deadline", "1000000000",
+                      "--sched-period", "1000000000"]
+
+
+def dl_parked_pinned_curr(tasks, wait_s=10):
+    """Review 46b, the deadline twin of rt_parked_pinned_curr(): a
+    deadline hog of late deadlines allowed on CPU 0 and the parked CPU 7
+    runs on 0; CPU 1 is idle. It keeps off 7, so it cannot leave 0, as if
+    pinned there. A DL_PARAMS task allowed on 0-1, asleep on 0, is woken:
+    select_task_rq_dl() keeps a waking task whose deadline is the earlier
+    one where it woke, to preempt the running one, unless that one cannot
+    move, and counted the parked CPU as a place the hog could go. The task
+    must run on the idle CPU 1. Admission control is off (only then may a
+    deadline task have such an affinity). Returns where it ran and where
+    the hog is after. Appends what it starts to `tasks`."""
+    kernel.write(RT_RUNTIME, "-1")
+    waiter = start_waiter(["taskset", "-c", "0"], tasks)
+    to_deadline(waiter.pid, {0, 1})
+    hog = start_running(["chrt", "-d", *DL_LONG_HOG_PARAMS, "0", "taskset", "-c", "0"])
+    tasks.append(hog)
+    os.sched_setaffinity(hog.pid, {0, 7})
+    if os.sched_getscheduler(hog.pid) != SCHED_DEADLINE:
+        raise RuntimeError(f"deadline hog {hog.pid} is not SCHED_DEADLINE")
+    got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid),
+           "hog_affinity": allowed_list(hog.pid)}
+    got["park_errno"], _ = park("7")
+    got["ran_on"] = wake_waiter(waiter, wait_s)
+    got["hog_after"] = kernel.task_cpu(hog.pid)
+    return got
+
+
 def cmd_dlmixed(args):
     """Deadline tasks allowed on parked and offline CPUs only (admission
-    control off): dl_mixed_wakeup(), then dl_mixed_queued()."""
+    control off): dl_mixed_wakeup(), then dl_mixed_queued(); then a
+    wakeup beside a running deadline task that keeps off a parked CPU,
+    dl_parked_pinned_curr()."""
     runtime = kernel.read(RT_RUNTIME).strip()
-    # The probe itself off CPUs 5-7.
-    os.sched_setaffinity(0, set(range(os.cpu_count())) - {5, 6, 7})
+    # The probe itself off the CPUs of the cases: 0-1 and 5-7.
+    os.sched_setaffinity(0, set(range(os.cpu_count())) - {0, 1, 5, 6, 7})
     tasks = []
     result = {}
     try:
-        for key, case in (("mixed", dl_mixed_wakeup), ("queued", dl_mixed_queued)):
+        for key, case in (("mixed", dl_mixed_wakeup), ("queued", dl_mixed_queued),
+                          ("pinnedcurr", dl_parked_pinned_curr)):
             stop_dl_tasks(tasks, runtime)
             park("")
             if 5 not in kernel.online_cpus():
