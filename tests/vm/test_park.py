@@ -539,23 +539,6 @@ def test_deadline_wakeup_goes_elsewhere_if_the_running_task_cannot_move(llc2x4_p
 
 
 @pytest.mark.full
-def test_deadline_push_sends_a_task_away_from_one_that_cannot_move(llc2x4_park):
-    """Review 48b: push_dl_task() reschedules rather than push when the
-    queued task has the earlier deadline and the running one may move;
-    it counted a parked CPU as a place the running task could go. A busy
-    task (1 ms every 20 ms, due in 2 ms) allowed on 0-1 shares CPU 0 with
-    a deadline hog of 4 s periods allowed on 0 and the parked 7; CPU 1 is
-    idle. At each replenishment it preempted the hog on 0 instead of going
-    to 1. It must reach CPU 1 within 1 s, and the hog stay on 0."""
-    got = llc2x4_park[7]["pinnedpush"]
-    assert got["park_errno"] == 0
-    assert got["hog_affinity"] == "0,7" and got["affinity"] == "0-1", got
-    assert got["cpu_before"] == 0 and got["hog_before"] == 0, got
-    assert got["moved"] and got["cpu_after"] == 1, got
-    assert got["hog_after"] == 0, got
-
-
-@pytest.mark.full
 def test_current_cpu_wakeup_does_not_land_on_a_parked_cpu(llc2x4_park):
     """Issue 9, WF_CURRENT_CPU: select_task_rq_fair() returned the waker's
     CPU for it without asking whether it was parked. Its one caller is

@@ -1101,10 +1101,10 @@ def stop_dl_tasks(tasks, runtime):
     kernel.write(RT_RUNTIME, runtime)
 
 
-def to_deadline(pid, cpus, params=DL_PARAMS):
-    """Make a task SCHED_DEADLINE (`params`), then allow it on `cpus`:
+def to_deadline(pid, cpus):
+    """Make a task SCHED_DEADLINE (DL_PARAMS), then allow it on `cpus`:
     with admission control off, a deadline task may have any affinity."""
-    subprocess.run(["chrt", "-d", *params, "-p", "0", str(pid)], check=True)
+    subprocess.run(["chrt", "-d", *DL_PARAMS, "-p", "0", str(pid)], check=True)
     os.sched_setaffinity(pid, cpus)
     if os.sched_getscheduler(pid) != SCHED_DEADLINE:
         raise RuntimeError(f"task {pid} is not SCHED_DEADLINE")
@@ -1196,48 +1196,11 @@ def dl_parked_pinned_curr(tasks, wait_s=10):
     return got
 
 
-# The push case: the hog as above, of 4 s periods, and a busy task of 1 ms
-# every 20 ms due 2 ms after each replenishment. The hog lags (the task
-# takes some of its CPU), and once its deadline comes within 2 ms the
-# task's is the later one: any kernel then pushes the task. That is some
-# 4 s after the hog starts, and the poll ends long before.
-DL_PUSH_HOG_PARAMS = ["--sched-runtime", "4000000000", "--sched-deadline", "4000000000",
-                      "--sched-period", "4000000000"]
-DL_SHORT_PARAMS = ["--sched-runtime", "1000000", "--sched-deadline", "2000000",
-                   "--sched-period", "20000000"]
-
-
-def dl_parked_pinned_push(tasks, tries=100):
-    """Review 48b, the deadline push's twin of dl_parked_pinned_curr():
-    push_dl_task() reschedules instead of pushing when the task it would
-    push has the earlier deadline and the running one may move, and took
-    a running task allowed on its CPU and a parked one as movable. A
-    DL_SHORT_PARAMS busy loop allowed on 0-1 and a DL_PUSH_HOG_PARAMS hog
-    (allowed on 0 and the parked 7) share CPU 0; CPU 1 is idle. At each
-    replenishment the deadline timer enqueues the loop on 0 and pushes:
-    it must reach CPU 1 (a bounded poll of 1 s, some 50 periods), and the
-    hog stay on 0. Appends what it starts to `tasks`."""
-    kernel.write(RT_RUNTIME, "-1")
-    task = start_running(["taskset", "-c", "0"])
-    tasks.append(task)
-    hog = start_running(["chrt", "-d", *DL_PUSH_HOG_PARAMS, "0", "taskset", "-c", "0"])
-    tasks.append(hog)
-    os.sched_setaffinity(hog.pid, {0, 7})
-    got = {"hog_affinity": allowed_list(hog.pid)}
-    got["park_errno"], _ = park("7")
-    to_deadline(task.pid, {0, 1}, DL_SHORT_PARAMS)
-    got["affinity"] = allowed_list(task.pid)
-    got["cpu_before"], got["hog_before"] = kernel.task_cpu(task.pid), kernel.task_cpu(hog.pid)
-    got["moved"] = until(lambda: kernel.task_cpu(task.pid) == 1, tries=tries)
-    got["cpu_after"], got["hog_after"] = kernel.task_cpu(task.pid), kernel.task_cpu(hog.pid)
-    return got
-
-
 def cmd_dlmixed(args):
     """Deadline tasks allowed on parked and offline CPUs only (admission
     control off): dl_mixed_wakeup(), then dl_mixed_queued(); then a
-    wakeup and a push beside a running deadline task that keeps off a
-    parked CPU, dl_parked_pinned_curr() and dl_parked_pinned_push()."""
+    wakeup beside a running deadline task that keeps off a parked CPU,
+    dl_parked_pinned_curr()."""
     runtime = kernel.read(RT_RUNTIME).strip()
     # The probe itself off the CPUs of the cases: 0-1 and 5-7.
     os.sched_setaffinity(0, set(range(os.cpu_count())) - {0, 1, 5, 6, 7})
@@ -1245,8 +1208,7 @@ def cmd_dlmixed(args):
     result = {}
     try:
         for key, case in (("mixed", dl_mixed_wakeup), ("queued", dl_mixed_queued),
-                          ("pinnedcurr", dl_parked_pinned_curr),
-                          ("pinnedpush", dl_parked_pinned_push)):
+                          ("pinnedcurr", dl_parked_pinned_curr)):
             stop_dl_tasks(tasks, runtime)
             park("")
             if 5 not in kernel.online_cpus():
