@@ -21,12 +21,31 @@ DEB = os.environ.get("SCHEDSTEAL_KERNEL_DEB")
 pytestmark = pytest.mark.skipif(not DEB, reason="no packaged kernel: run make test-deb")
 
 HACKBENCH = "hackbench -P -g 4 -l 200"
+# The scheduler features as the kernel set them at boot, before any probe.
+FEATURES_AT_BOOT = ("python3 -c \"from schedsteal.guest import kernel; kernel.ensure_debugfs(); "
+                    "print('features at boot:', kernel.read(kernel.FEATURES).strip())\"")
+
+
+def features_at_boot(output: str) -> list[str]:
+    m = re.search(r"^features at boot: (.*)$", output, re.M)
+    assert m, output[:2000]
+    return m[1].split()
+
+
+def packaged_config() -> str:
+    """The config-VERSION beside the extracted vmlinuz."""
+    release = os.path.basename(DEB).removeprefix("vmlinuz-")
+    with open(os.path.join(os.path.dirname(DEB), f"config-{release}")) as f:
+        return f.read()
 
 
 def test_packaged_kernel_steals_parks_and_refuses_bad_input():
     assert vm.needs_single_thread_tcg(DEB), f"{DEB}: no config-VERSION beside it?"
+    # Stealing's default is the build's choice (configs/deb.config: off).
+    assert re.search(r"^# CONFIG_SCHED_STEAL is not set$", packaged_config(), re.M)
     res = boot(DEB, "overcommit8", " && ".join([
         "uname -r",
+        FEATURES_AT_BOOT,
         f"python3 guest/sched_probe.py run --feature STEAL --trace -- {HACKBENCH}",
         f"python3 guest/sched_probe.py run --feature NO_STEAL -- {HACKBENCH}",
         f"python3 guest/park_probe.py evacuate --park {PARK}",
@@ -35,6 +54,7 @@ def test_packaged_kernel_steals_parks_and_refuses_bad_input():
     release = os.path.basename(DEB).removeprefix("vmlinuz-")
     assert "-sched-steal-" in release, DEB
     assert re.search(rf"^{re.escape(release)}$", res.output, re.M), res.output[:2000]
+    assert "NO_STEAL" in features_at_boot(res.output)
     on, off, park, bad = json_results(res, 4)
 
     # Stealing: counted, seen in the trace, and off at run time.
@@ -53,3 +73,11 @@ def test_packaged_kernel_steals_parks_and_refuses_bad_input():
     # Bad writes are refused and change nothing; offlines that fail roll
     # back to the same set (cpuN/hotplug/fail is there in every config).
     check_bad_input(bad, stopped_midway=False)
+
+
+def test_packaged_kernels_stealing_default_is_overridden_at_boot():
+    """Issue 26: the Kconfig default (off in the package) is overridden on
+    the command line: sched_steal=1 turns stealing on from the first task."""
+    res = boot(DEB, "overcommit8", FEATURES_AT_BOOT, append=["sched_steal=1"])
+    features = features_at_boot(res.output)
+    assert "STEAL" in features and "NO_STEAL" not in features, features
