@@ -1195,10 +1195,11 @@ def process_gone(pid, started, timeout=10.0):
     (a fresh-check chroot beside kernel builds) that can come a moment
     after the driver's exit: poll, bounded, for the outcome rather than
     read it once. A pid in use by a process that started later is the
-    kernel's reuse of it, not the workload: kernel builds beside the
-    check spawn processes fast enough to wrap this host's pid_max (32768)
-    in seconds, the likeliest reading of the one failure seen (a
-    fresh-check beside three kernel builds, 2026-11-26)."""
+    kernel's reuse of it, not the workload. The failures seen under load
+    (a fresh-check beside kernel builds, 2026-11-26; 8 of 10 runs beside 8
+    busy loops, 2026-11-28) were not these: the signal's exception was
+    raised inside Popen(), before the runner held the process to kill
+    (runner._execute() now blocks the signals until it does: 0 of 10)."""
     deadline = time.monotonic() + timeout
     while True:
         try:

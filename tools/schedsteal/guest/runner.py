@@ -86,15 +86,29 @@ def parse_params(values: list[str]) -> list[int]:
 
 
 def _execute(argv: list[str], timeout: float, env: dict) -> tuple[int, str, str | None]:
-    """Run argv in its own session; (exit code, output, error or None)."""
+    """Run argv in its own session; (exit code, output, error or None).
+
+    SIGINT and SIGTERM are blocked until the Popen object is held: their
+    handlers raise, and one raised inside Popen() after the fork, or
+    before the assignment, left the workload running with nothing to kill
+    it (test_run_restores_on_a_real_signal_and_kills_the_workload, under
+    load). The child gets the caller's mask back before it execs."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", env=env,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, old))
     except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         return 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}"
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        raise
     try:
+        # A signal that came meanwhile is taken here, with proc held.
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
