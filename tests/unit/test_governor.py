@@ -214,6 +214,20 @@ def test_stress_windows_replace_whole_run_counts():
     assert governor.segment_rate(r, "idle", True) is None
 
 
+def fake_stress_ng(start: bytes, at_sigint: bytes, status: int = 0) -> str:
+    """A fake stress-ng: writes `start`, waits for SIGINT, writes
+    `at_sigint` and exits with `status`. SIGINT is blocked before `start`
+    and taken with sigwait(); each output is one write() (atomic under
+    PIPE_BUF), no buffered file (see the test below for why)."""
+    return (f"#!{sys.executable}\n"
+            "import os, signal\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+            f"os.write(1, {start!r})\n"
+            "signal.sigwait({signal.SIGINT})\n"
+            f"os.write(1, {at_sigint!r})\n"
+            f"os._exit({status})\n")
+
+
 def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     """StressCuts interrupts the run (SIGINT) and keeps stress-ng's own
     report of it: a fake stress-ng that reports 500 bogo-ops in 2.00 s
@@ -231,19 +245,13 @@ def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     # of the start line, holding the stdout buffer: the handler's print()
     # raised RuntimeError (reentrant call) and the fake died without its
     # report (CI, once: 500 of 1000). And a signal that lands between the
-    # interpreter's last check and pause() hangs the cut for 120 s. SIGINT
-    # is blocked before the start line and taken with sigwait(); each
-    # output is one write() (atomic under PIPE_BUF), no buffered file.
-    # The start line's second line is there to be read with it.
-    fake.write_text(f"#!{sys.executable}\n"
-                    "import os, signal\n"
-                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n'\n"
-                    "         b'stress-ng: info:  [1] cpu: a line before the cut\\n')\n"
-                    "signal.sigwait({signal.SIGINT})\n"
-                    "os.write(1, b'stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00'\n"
-                    "         b'  250.00\\n')\n"
-                    "os._exit(0)\n")
+    # interpreter's last check and pause() hangs the cut for 120 s. Hence
+    # fake_stress_ng(). The start line's second line is there to be read
+    # with it.
+    fake.write_text(fake_stress_ng(
+        b"stress-ng: info:  [1] dispatching hogs: 2 cpu\n"
+        b"stress-ng: info:  [1] cpu: a line before the cut\n",
+        b"stress-ng: metrc: [1] cpu  500  2.00  2.00  0.00  250.00  250.00\n"))
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     cuts = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
@@ -260,14 +268,9 @@ def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     assert all(s[2] <= s[3] for s in cuts.segments)
     # A report already in the pipe when the start line is read (a run that
     # ended at once) is kept: the old reader lost it (0, not 300).
-    fake.write_text(f"#!{sys.executable}\n"
-                    "import os, signal\n"
-                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n'\n"
-                    "         b'stress-ng: metrc: [1] cpu  300  1.00  1.00  0.00  300.00'\n"
-                    "         b'  300.00\\n')\n"
-                    "signal.sigwait({signal.SIGINT})\n"
-                    "os._exit(0)\n")
+    fake.write_text(fake_stress_ng(
+        b"stress-ng: info:  [1] dispatching hogs: 2 cpu\n"
+        b"stress-ng: metrc: [1] cpu  300  1.00  1.00  0.00  300.00  300.00\n", b""))
     early = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
     try:
         early.cut(("start", False))
@@ -277,13 +280,8 @@ def test_stress_cuts_keep_what_stress_ng_reported(tmp_path, monkeypatch):
     assert early.total == 300 and early.segments[0][5] == pytest.approx(1.0)
     # A run that dies without a report is an error, not "nothing done"
     # (which is what CI's lost report was counted as).
-    fake.write_text(f"#!{sys.executable}\n"
-                    "import os, signal\n"
-                    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
-                    "os.write(1, b'stress-ng: info:  [1] dispatching hogs: 2 cpu\\n')\n"
-                    "signal.sigwait({signal.SIGINT})\n"
-                    "os.write(1, b'Traceback: it broke\\n')\n"
-                    "os._exit(1)\n")
+    fake.write_text(fake_stress_ng(b"stress-ng: info:  [1] dispatching hogs: 2 cpu\n",
+                                   b"Traceback: it broke\n", status=1))
     broken = governor_probe.StressCuts([0], 2, str(tmp_path), 0.0)
     try:
         broken.cut(("start", False))

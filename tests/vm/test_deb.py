@@ -32,17 +32,11 @@ def features_at_boot(output: str) -> list[str]:
     return m[1].split()
 
 
-def packaged_config() -> str:
-    """The config-VERSION beside the extracted vmlinuz."""
-    release = os.path.basename(DEB).removeprefix("vmlinuz-")
-    with open(os.path.join(os.path.dirname(DEB), f"config-{release}")) as f:
-        return f.read()
-
 
 def test_packaged_kernel_steals_parks_and_refuses_bad_input():
     assert vm.needs_single_thread_tcg(DEB), f"{DEB}: no config-VERSION beside it?"
     # Stealing's default is the build's choice (configs/deb.config: off).
-    assert re.search(r"^# CONFIG_SCHED_STEAL is not set$", packaged_config(), re.M)
+    assert re.search(r"^# CONFIG_SCHED_STEAL is not set$", vm.kernel_config(DEB), re.M)
     res = boot(DEB, "overcommit8", " && ".join([
         "uname -r",
         FEATURES_AT_BOOT,

@@ -1083,9 +1083,10 @@ DL_HOG_PARAMS = ["--sched-runtime", "1000000", "--sched-deadline", "1000000",
                  "--sched-period", "1000000"]
 
 
-def dl_hog(cpu):
-    """A DL_HOG_PARAMS busy loop pinned to `cpu` (admission control off)."""
-    hog = start_running(["chrt", "-d", *DL_HOG_PARAMS, "0", "taskset", "-c", str(cpu)])
+def dl_hog(cpu, params=DL_HOG_PARAMS):
+    """A deadline busy loop (`params`) pinned to `cpu` (admission control
+    off)."""
+    hog = start_running(["chrt", "-d", *params, "0", "taskset", "-c", str(cpu)])
     if not (os.sched_getscheduler(hog.pid) == SCHED_DEADLINE
             and os.sched_getaffinity(hog.pid) == {cpu}):
         raise RuntimeError(f"deadline hog {hog.pid} is not pinned to {cpu}")
@@ -1183,11 +1184,9 @@ def dl_parked_pinned_curr(tasks, wait_s=10):
     kernel.write(RT_RUNTIME, "-1")
     waiter = start_waiter(["taskset", "-c", "0"], tasks)
     to_deadline(waiter.pid, {0, 1})
-    hog = start_running(["chrt", "-d", *DL_LONG_HOG_PARAMS, "0", "taskset", "-c", "0"])
+    hog = dl_hog(0, DL_LONG_HOG_PARAMS)
     tasks.append(hog)
     os.sched_setaffinity(hog.pid, {0, 7})
-    if os.sched_getscheduler(hog.pid) != SCHED_DEADLINE:
-        raise RuntimeError(f"deadline hog {hog.pid} is not SCHED_DEADLINE")
     got = {"cpu_before": kernel.task_cpu(waiter.pid), "hog_before": kernel.task_cpu(hog.pid),
            "hog_affinity": allowed_list(hog.pid)}
     got["park_errno"], _ = park("7")
