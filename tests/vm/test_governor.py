@@ -18,11 +18,13 @@ runs tests one at a time): with a kernel build beside them the guest
 rightly sees steal at 2 CPUs, and the set never grows back to 3-4 (seen
 on numa2, restore phase).
 """
+import errno
 from pathlib import Path
 
 import pytest
 
 from schedsteal import governor, labcheck
+from schedsteal.cpulist import parse_cpulist
 
 pytestmark = [pytest.mark.full, pytest.mark.topics("park")]
 
@@ -127,14 +129,27 @@ def test_smt_cores_go_whole_and_the_first_core_stays(numa2):
 
 
 @pytest.fixture(scope="module")
-def as_module(modules_kernel, lab_qemu):
+def modules_boot(modules_kernel, lab_qemu):
     """overcommit8 on the modules kernel; the guest loads the module from
-    the kernel's build directory (the host's file system)."""
+    the kernel's build directory (the host's file system): the module
+    probe, then the busydomain probe in the same boot (which reports its
+    own errors in its result, so that the module probe's stand)."""
     ko = Path(modules_kernel).parents[3] / "drivers" / "virt" / "steal_governor.ko"
     assert ko.is_file(), f"{ko}: the modules kernel has no steal_governor.ko"
     res = labcheck.lab_boot(modules_kernel, lab_qemu, "overcommit8",
-                            f"python3 guest/governor_probe.py module --ko {ko}")
-    return labcheck.probes(res, 1)[0], res
+                            f"python3 guest/governor_probe.py module --ko {ko}"
+                            f" && python3 guest/governor_probe.py busydomain --ko {ko}")
+    return labcheck.probes(res, 2), res
+
+
+@pytest.fixture(scope="module")
+def as_module(modules_boot):
+    return modules_boot[0][0], modules_boot[1]
+
+
+@pytest.fixture(scope="module")
+def busy_domain(modules_boot):
+    return modules_boot[0][1]
 
 
 def test_module_refuses_bad_parameters_and_changes_nothing(as_module):
@@ -178,3 +193,25 @@ def test_module_unload_unparks_what_it_parked_only(as_module):
     assert got["reload"]["loaded"] and got["reload_params"]["enabled"] == "N", got
     assert got["unload2"]["rc"] == 0 and not got["unload2"]["loaded"], got
     assert got["parked_end"] == "7", got
+
+
+def test_a_root_domain_short_of_bandwidth_does_not_stop_parking_below_it(busy_domain):
+    """CPUs 4-7 a cpuset partition (a root domain of their own) whose three
+    admitted deadline sleepers of 0.96 CPU leave no capacity to park any
+    of them: a park of CPU 7 by hand is refused with EBUSY and changes
+    nothing. With a busy loop on every CPU, the governor, which parks
+    from the top down, must pass that domain over and park a core of
+    1-3, none of 4-7; the unload unparks it. (A failure of this probe
+    leaves the module tests of the same boot their results.)"""
+    got = busy_domain
+    assert "error" not in got and "cleanup" not in got, got
+    assert got["partition"] == "root", got
+    assert got["admitted"] == 3, got
+    # The premise: more than 3 CPUs' 95% is admitted there (<< 20 per CPU).
+    assert got["total_bw"] > 3 * (950000 << 20) // 1000000, got
+    assert got["park_top_errno"] == errno.EBUSY and got["parked_after_refusal"] == "", got
+    assert got["load"] == {"rc": 0, "error": "", "loaded": True}, got["load"]
+    assert got["governed"], got
+    parked = set(parse_cpulist(got["parked_loaded"]))
+    assert parked and parked <= {1, 2, 3}, got["parked_loaded"]
+    assert got["unload"]["rc"] == 0 and got["parked_unloaded"] == "", got

@@ -48,6 +48,15 @@ Prints one JSON object for tests/vm/test_governor.py and
         and when a phase reaches its state: "segments" lists each window's
         [phase, settled, t start, t end, bogo-ops, real s] as stress-ng
         reported them, so that a phase's rate has no whole-run rounding.
+
+    governor_probe.py busydomain --ko PATH [--top 4-7] [--sleepers 3]
+                                 [--runtime-us 9600] [--period-us 10000]
+                                 [--interval-ms 100] [--limit-s 30]
+        The module again, on a guest split in two root domains: --top a
+        cpuset partition whose admitted deadline sleepers leave no
+        capacity to park any of its CPUs (a park by hand is refused with
+        EBUSY first). With a busy loop on every CPU, a load must park a
+        core below --top, none in it, and the unload unpark it.
 """
 import argparse
 import os
@@ -284,14 +293,21 @@ def stop_group(p) -> None:
     p.wait()
 
 
-def start_loops(cpus, outdir):
-    """One counting loop per CPU, every CPU allowed; returns once all run."""
+def start_loops(cpus, outdir, cgroup: str | None = None, tag: str = "loop"):
+    """One counting loop per CPU, every CPU allowed; returns once all run.
+    cgroup: a cgroup v2 group each joins before it execs (a cpuset
+    partition's CPUs are allowed only inside it)."""
     allowed = ",".join(map(str, cpus))
     procs, paths = [], []
+
+    def join():
+        with open(f"{cgroup}/cgroup.procs", "w") as f:
+            f.write("0")
     for i in range(len(cpus)):
-        path = os.path.join(outdir, f"loop-{i}")
+        path = os.path.join(outdir, f"{tag}-{i}")
         p = subprocess.Popen(["taskset", "-c", allowed, "python3", "-c", COUNTING_LOOP, path],
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True,
+                             preexec_fn=join if cgroup else None)
         procs.append(p)
         paths.append(path)
     for p in procs:
@@ -440,6 +456,96 @@ def cmd_module(args) -> int:
     return print_result(result)
 
 
+def make_partition(name: str, cpus: str) -> str:
+    """A cgroup v2 cpuset partition root on `cpus` (a root domain of its
+    own); its path."""
+    if not os.path.ismount(kernel.CGROUP):
+        subprocess.run(["mount", "-t", "cgroup2", "none", kernel.CGROUP], check=True)
+    kernel.write(f"{kernel.CGROUP}/cgroup.subtree_control", "+cpuset")
+    path = f"{kernel.CGROUP}/{name}"
+    os.makedirs(path, exist_ok=True)
+    kernel.write(f"{path}/cpuset.cpus", cpus)
+    kernel.write(f"{path}/cpuset.cpus.partition", "root")
+    return path
+
+
+def remove_partition(path: str) -> None:
+    if os.path.isdir(path):
+        kernel.write(f"{path}/cpuset.cpus.partition", "member")
+        os.rmdir(path)
+
+
+def cmd_busydomain(args) -> int:
+    """A root domain short of deadline bandwidth at the top of the CPU
+    numbers must not keep the governor from parking below it. --top is
+    a cpuset partition (a root domain of its own) holding --sleepers
+    deadline sleepers of --runtime-us/--period-us each, admitted there:
+    enough that parking any one of its CPUs is refused with EBUSY, which
+    a write by hand checks first. A busy loop per CPU (those of --top
+    started in the partition) gives the guest steal; the module, loaded
+    with --interval-ms, must then park a core outside --top within
+    --limit-s, and none inside it. Errors, the clean-up's included, are
+    reported in the result ("error", "cleanup"), so that the probes
+    before it in the same boot keep their results."""
+    # Here rather than at the top: only this probe needs park_probe.
+    from .park_probe import dl_total_bw, park, start_dl_sleeper
+    result = {"top": args.top}
+    group, sleepers, loops, top, bw_before = None, [], [], [], 0
+    try:
+        top = parse_cpulist(args.top)
+        below = [c for c in kernel.online_cpus() if c not in top]
+        result["below"] = format_cpulist(below)
+        group = f"{kernel.CGROUP}/busytop"
+        make_partition("busytop", args.top)
+        result["partition"] = kernel.read(f"{group}/cpuset.cpus.partition").strip()
+        bw_before = dl_total_bw(top[0]) or 0
+        each = argparse.Namespace(runtime_us=args.runtime_us, period_us=args.period_us)
+        for _ in range(args.sleepers):
+            t = start_dl_sleeper(each, cgroup=group)
+            if t is not None:
+                sleepers.append(t)
+        result["admitted"] = len(sleepers)
+        result["total_bw"] = dl_total_bw(top[0])
+        result["park_top_errno"], _ = park(str(top[-1]))
+        result["parked_after_refusal"] = kernel.parked()
+        loops, _ = start_loops(below, args.workdir, tag="below")
+        more, _ = start_loops(top, args.workdir, cgroup=group, tag="top")
+        loops += more
+        result["load"] = insmod(args.ko, f"interval_ms={args.interval_ms}")
+        # Bounded poll: with the domain at the top passed over, a core
+        # below it is parked within a few intervals. The set that ended
+        # the poll is the one reported.
+        seen = {"parked": ""}
+
+        def parked_below():
+            seen["parked"] = kernel.parked()
+            return bool(set(parse_cpulist(seen["parked"])) - set(top))
+        result["governed"] = until(parked_below, tries=int(args.limit_s * 100))
+        result["parked_loaded"] = seen["parked"]
+        result["unload"] = rmmod()
+        result["parked_unloaded"] = kernel.parked()
+    except Exception as e:     # reported: the test says what failed
+        result["error"] = repr(e)
+    finally:
+        problems = []
+        for step in (lambda: stop_hogs(loops),
+                     lambda: os.path.isdir(MODULE) and rmmod(),
+                     lambda: stop_hogs(sleepers),
+                     # A dead deadline task may give its bandwidth back
+                     # up to a period later: before the domains change.
+                     lambda: sleepers and until(
+                         lambda: (dl_total_bw(top[0]) or 0) <= bw_before, tries=300),
+                     lambda: kernel.set_parked(""),
+                     lambda: remove_partition(group) if group else None):
+            try:
+                step()
+            except Exception as e:
+                problems.append(repr(e))
+        if problems:
+            result["cleanup"] = problems
+    return print_result(result)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="governor_probe.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="action", required=True)
@@ -471,9 +577,20 @@ def main(argv=None) -> int:
     m.add_argument("--interval-ms", type=int, default=100)
     m.add_argument("--limit-s", type=float, default=30)
     m.add_argument("--workdir", default="/tmp")
+    d = sub.add_parser("busydomain")
+    d.add_argument("--ko", required=True, help="steal_governor.ko of the booted kernel")
+    d.add_argument("--top", default="4-7", help="the partition short of bandwidth")
+    d.add_argument("--sleepers", type=int, default=3)
+    d.add_argument("--runtime-us", type=int, default=9600)
+    d.add_argument("--period-us", type=int, default=10000)
+    d.add_argument("--interval-ms", type=int, default=100)
+    d.add_argument("--limit-s", type=float, default=30)
+    d.add_argument("--workdir", default="/tmp")
     args = p.parse_args(argv)
     if args.action == "module":
         return cmd_module(args)
+    if args.action == "busydomain":
+        return cmd_busydomain(args)
     if args.hackbench and args.stress_ng:
         p.error("--hackbench and --stress-ng: one load at a time")
     if args.stress_ng and (len(args.stress_ng) > 2 or min(args.stress_ng) < 1):

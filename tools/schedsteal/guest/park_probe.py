@@ -1271,10 +1271,16 @@ def dl_params(args):
             "--sched-period", str(args.period_us * 1000)]
 
 
-def start_dl_sleeper(args):
-    """A SCHED_DEADLINE sleeper, or None when admission control refused it."""
+def start_dl_sleeper(args, cgroup: str | None = None):
+    """A SCHED_DEADLINE sleeper, or None when admission control refused it.
+    cgroup: a cgroup v2 group it joins before it asks for SCHED_DEADLINE
+    (so that the group's root domain admits it)."""
+    def join():
+        with open(f"{cgroup}/cgroup.procs", "w") as f:
+            f.write("0")
     proc = subprocess.Popen(["chrt", "-d", *dl_params(args), "0", *DL_IDLE],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=join if cgroup else None)
     if until(lambda: proc.poll() is not None or
              os.sched_getscheduler(proc.pid) == SCHED_DEADLINE, tries=1000) and \
             proc.poll() is None:
