@@ -299,15 +299,11 @@ def start_loops(cpus, outdir, cgroup: str | None = None, tag: str = "loop"):
     partition's CPUs are allowed only inside it)."""
     allowed = ",".join(map(str, cpus))
     procs, paths = [], []
-
-    def join():
-        with open(f"{cgroup}/cgroup.procs", "w") as f:
-            f.write("0")
     for i in range(len(cpus)):
         path = os.path.join(outdir, f"{tag}-{i}")
         p = subprocess.Popen(["taskset", "-c", allowed, "python3", "-c", COUNTING_LOOP, path],
                              stdout=subprocess.PIPE, text=True,
-                             preexec_fn=join if cgroup else None)
+                             preexec_fn=kernel.joins_cgroup(cgroup))
         procs.append(p)
         paths.append(path)
     for p in procs:
@@ -456,25 +452,6 @@ def cmd_module(args) -> int:
     return print_result(result)
 
 
-def make_partition(name: str, cpus: str) -> str:
-    """A cgroup v2 cpuset partition root on `cpus` (a root domain of its
-    own); its path."""
-    if not os.path.ismount(kernel.CGROUP):
-        subprocess.run(["mount", "-t", "cgroup2", "none", kernel.CGROUP], check=True)
-    kernel.write(f"{kernel.CGROUP}/cgroup.subtree_control", "+cpuset")
-    path = f"{kernel.CGROUP}/{name}"
-    os.makedirs(path, exist_ok=True)
-    kernel.write(f"{path}/cpuset.cpus", cpus)
-    kernel.write(f"{path}/cpuset.cpus.partition", "root")
-    return path
-
-
-def remove_partition(path: str) -> None:
-    if os.path.isdir(path):
-        kernel.write(f"{path}/cpuset.cpus.partition", "member")
-        os.rmdir(path)
-
-
 def cmd_busydomain(args) -> int:
     """A root domain short of deadline bandwidth at the top of the CPU
     numbers must not keep the governor from parking below it. --top is
@@ -495,8 +472,9 @@ def cmd_busydomain(args) -> int:
         top = parse_cpulist(args.top)
         below = [c for c in kernel.online_cpus() if c not in top]
         result["below"] = format_cpulist(below)
+        # Named first, so that the clean-up removes a half-made group too.
         group = f"{kernel.CGROUP}/busytop"
-        make_partition("busytop", args.top)
+        kernel.make_partition("busytop", args.top)
         result["partition"] = kernel.read(f"{group}/cpuset.cpus.partition").strip()
         bw_before = dl_total_bw(top[0]) or 0
         each = argparse.Namespace(runtime_us=args.runtime_us, period_us=args.period_us)
@@ -536,7 +514,7 @@ def cmd_busydomain(args) -> int:
                      lambda: sleepers and until(
                          lambda: (dl_total_bw(top[0]) or 0) <= bw_before, tries=300),
                      lambda: kernel.set_parked(""),
-                     lambda: remove_partition(group) if group else None):
+                     lambda: kernel.remove_partition(group) if group else None):
             try:
                 step()
             except Exception as e:

@@ -363,15 +363,49 @@ def cpu_mode(mode: str, cpus: str = "") -> None:
 
 # --- cgroups ---------------------------------------------------------------
 
-def make_cgroup(name: str, cpu_max: str) -> str:
-    """A cgroup v2 group with that cpu.max ("QUOTA PERIOD"); its path."""
+def cgroup_group(name: str, controller: str) -> str:
+    """cgroup v2 mounted, `controller` enabled below its root, and the
+    group `name` made there; its path."""
     if not os.path.ismount(CGROUP):
         subprocess.run(["mount", "-t", "cgroup2", "none", CGROUP], check=True)
-    write(f"{CGROUP}/cgroup.subtree_control", "+cpu")
+    write(f"{CGROUP}/cgroup.subtree_control", f"+{controller}")
     path = f"{CGROUP}/{name}"
     os.makedirs(path, exist_ok=True)
+    return path
+
+
+def make_cgroup(name: str, cpu_max: str) -> str:
+    """A cgroup v2 group with that cpu.max ("QUOTA PERIOD"); its path."""
+    path = cgroup_group(name, "cpu")
     write(f"{path}/cpu.max", cpu_max)
     return path
+
+
+def make_partition(name: str, cpus: str) -> str:
+    """A cgroup v2 cpuset partition root on `cpus` (a root domain of its
+    own); its path."""
+    path = cgroup_group(name, "cpuset")
+    write(f"{path}/cpuset.cpus", cpus)
+    write(f"{path}/cpuset.cpus.partition", "root")
+    return path
+
+
+def remove_partition(path: str) -> None:
+    if os.path.isdir(path):
+        write(f"{path}/cpuset.cpus.partition", "member")
+        os.rmdir(path)
+
+
+def joins_cgroup(path: str | None):
+    """For subprocess.Popen(preexec_fn=...): the child joins the group
+    `path` before it execs (None: stays where it is)."""
+    if path is None:
+        return None
+
+    def join():
+        with open(f"{path}/cgroup.procs", "w") as f:
+            f.write("0")
+    return join
 
 
 def cgroup_stat(path: str) -> dict[str, int]:

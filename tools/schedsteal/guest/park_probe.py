@@ -1287,12 +1287,9 @@ def start_dl_sleeper(args, cgroup: str | None = None):
     """A SCHED_DEADLINE sleeper, or None when admission control refused it.
     cgroup: a cgroup v2 group it joins before it asks for SCHED_DEADLINE
     (so that the group's root domain admits it)."""
-    def join():
-        with open(f"{cgroup}/cgroup.procs", "w") as f:
-            f.write("0")
     proc = subprocess.Popen(["chrt", "-d", *dl_params(args), "0", *DL_IDLE],
                             stderr=subprocess.PIPE, text=True,
-                            preexec_fn=join if cgroup else None)
+                            preexec_fn=kernel.joins_cgroup(cgroup))
     if until(lambda: proc.poll() is not None or
              os.sched_getscheduler(proc.pid) == SCHED_DEADLINE, tries=1000) and \
             proc.poll() is None:
@@ -1680,11 +1677,7 @@ def cmd_pushscan(args):
     result = {"cpu": cpu, "stuck": args.stuck, "movable": args.movable}
     # The movable ones are widened together through a cpuset, one write
     # right before the park: the balancer has no time to pull them first.
-    if not os.path.ismount(kernel.CGROUP):
-        subprocess.run(["mount", "-t", "cgroup2", "none", kernel.CGROUP], check=True)
-    kernel.write(f"{kernel.CGROUP}/cgroup.subtree_control", "+cpuset")
-    group = f"{kernel.CGROUP}/pushscan"
-    os.makedirs(group, exist_ok=True)
+    group = kernel.cgroup_group("pushscan", "cpuset")
     try:
         kernel.write(f"{group}/cpuset.cpus", str(cpu))
         # Forked here, they are allowed on cpu only.
