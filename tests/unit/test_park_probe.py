@@ -204,3 +204,16 @@ def test_stopper_runs_times_each_run_of_that_cpus_stopper():
 def test_stopper_runs_ignore_a_run_whose_start_was_not_traced():
     text = sw(7, 1.0, "migration/7", "python3")
     assert probe.stopper_runs(probe.parse_events(text), 7) == []
+
+
+def test_unpark_while_short_refuses_a_set_that_is_not_a_proper_subset(monkeypatch):
+    import argparse
+    import pytest
+    writes = []
+    monkeypatch.setattr(probe.kernel, "write", lambda path, text: writes.append(path))
+    monkeypatch.setattr(probe.kernel, "set_parked", lambda cpus: writes.append(cpus))
+    for bad in ("1-3", "0,2"):
+        args = argparse.Namespace(park="1-3", unpark_to=bad, lower_rt_us=200000)
+        with pytest.raises(ValueError, match="proper subset"):
+            probe.unpark_while_short(args)
+    assert writes == [], "nothing written before the check"

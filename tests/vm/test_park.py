@@ -587,8 +587,12 @@ def smt4_boot_parked(test_kernel):
                " --start 0 --widen 0,1,3" + (" --feature NO_STEAL" if has_topic("steal") else "") +
                # 3 x 0.5 CPU admitted: parking 1-3 would leave 0.95 CPU.
                " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 3"
-               # 1 x 0.5 CPU: it fits on CPU 0; a second would not.
-               " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 1",
+               # 1 x 0.5 CPU: it fits on CPU 0; a second would not. Then
+               # at 20% rt runtime (4 CPUs: 0.8, enough for the 0.5 and
+               # the fair servers if those are counted) CPUs 0-1 give 0.4:
+               # short, but more than CPU 0 alone.
+               " && python3 guest/park_probe.py dlbw --park 1-3 --tasks 1"
+               " --lower-rt-us 200000 --unpark-to 2-3",
                append=["sched_parked=2-3"])
     return res, dict(zip(("cookie", "parkedonly", "blocked", "election", "dl_over", "dl_fits"),
                          json_results(res, 6)))
@@ -738,3 +742,21 @@ def test_parking_keeps_the_deadline_bandwidth_it_admitted(smt4_boot_parked):
     assert over["parked_after"] == "", over
     assert fits["park_errno"] == 0 and fits["parked_after"] == "1-3", fits
     assert fits["extra_admitted"] is False, fits
+
+
+def test_a_write_that_only_unparks_is_taken_in_a_domain_short_of_bandwidth(smt4_boot_parked):
+    """A root domain can hold more deadline bandwidth than its unparked
+    CPUs run: a lower sched_rt_runtime_us is checked against every
+    active CPU, parked ones too. A write of the parked set that only
+    unparks CPUs gives such a domain capacity back and must be taken;
+    the whole-set check refused it with EBUSY, so an operator could not
+    unpark at all. A write that parks more of that domain is still
+    refused."""
+    _, got = smt4_boot_parked
+    short = got["dl_fits"]["short"]
+    assert short["rt_runtime_us"] == 200000, short
+    # The premise: CPUs 0-1 at 20% cannot run what is admitted (<< 20 a CPU).
+    assert short["total_bw"] > 2 * (1 << 20) * 2 // 10, short
+    assert short["unpark_errno"] == 0 and short["parked_after_unpark"] == "2-3", short
+    assert short["repark_errno"] == errno.EBUSY, short
+    assert short["parked_after_repark"] == "2-3", short

@@ -108,6 +108,12 @@ host-side tests (tests/vm/test_park.py) assert on.
         refuses it) and change nothing; one that leaves enough is taken.
         Then, with the CPUs parked, one more task of the same size is
         admitted only if the unparked CPUs can take it.
+        --lower-rt-us U --unpark-to S: then sched_rt_runtime_us is lowered
+        to U (checked against every active CPU, parked ones too), which
+        leaves the unparked CPUs short of the bandwidth admitted; a write
+        of S, a subset of the parked set, only unparks and must be taken;
+        a write of the first set again, parking more of the short domain,
+        must still be refused. sched_rt_runtime_us is put back after.
     park_probe.py quiet --cpus 2-7 [--seconds 10] [--hogs 2]
         How quiet CPUs are that should not be used: under the same load
         (hogs and file reads over the 9p root, which interrupt), count what
@@ -1309,6 +1315,7 @@ def dl_total_bw(cpu: int = 0) -> int | None:
 def cmd_dlbw(args):
     result = {"tasks": args.tasks, "bw_per_task": args.runtime_us / args.period_us}
     tasks = []
+    rt_runtime_before = int(kernel.read(RT_RUNTIME)) if args.unpark_to is not None else None
     try:
         for _ in range(args.tasks):
             t = start_dl_sleeper(args)
@@ -1323,10 +1330,32 @@ def cmd_dlbw(args):
             result["extra_admitted"] = extra is not None
             if extra:
                 tasks.append(extra)
+        if args.unpark_to is not None and not result["park_errno"]:
+            result["short"] = unpark_while_short(args)
     finally:
+        if rt_runtime_before is not None:
+            kernel.write(RT_RUNTIME, str(rt_runtime_before))
         stop_hogs(tasks)
         park("")
     return print_result(result)
+
+
+RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
+
+
+def unpark_while_short(args):
+    """With args.park parked, leave its root domain short of unparked
+    capacity (a lower sched_rt_runtime_us); then unpark some, and park
+    them again. What each write returned and left parked."""
+    if not set(parse_cpulist(args.unpark_to)) < set(parse_cpulist(args.park)):
+        raise ValueError("--unpark-to must be a proper subset of --park")
+    kernel.write(RT_RUNTIME, str(args.lower_rt_us))
+    out = {"rt_runtime_us": int(kernel.read(RT_RUNTIME)), "total_bw": dl_total_bw()}
+    out["unpark_errno"], _ = park(args.unpark_to)
+    out["parked_after_unpark"] = kernel.parked()
+    out["repark_errno"], _ = park(args.park)
+    out["parked_after_repark"] = kernel.parked()
+    return out
 
 
 def cmd_election(args):
@@ -2049,6 +2078,8 @@ def main(argv=None):
     db.add_argument("--tasks", type=int, required=True)
     db.add_argument("--runtime-us", type=int, default=5000)
     db.add_argument("--period-us", type=int, default=10000)
+    db.add_argument("--lower-rt-us", type=int, default=200000)
+    db.add_argument("--unpark-to", help="after the park, unpark to this subset of it")
     h = sub.add_parser("hotplug")
     h.add_argument("--cpus", default="2-7")
     h.add_argument("--hog", type=int, default=2)
