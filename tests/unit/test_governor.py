@@ -390,3 +390,40 @@ def test_run_passes_the_knobs_it_was_given_on_the_command_line():
     ns = argparse.Namespace(unpark_backoff=0, park_confirm=1)
     assert governor.governor_append(ns) == ["steal_governor.unpark_backoff=0",
                                             "steal_governor.park_confirm=1"]
+
+
+def test_by_sizes_weights_each_static_rate_by_the_time_held():
+    # 75% of the time at 2 CPUs (rate 2.0, the best), 25% at 3 (rate 1.5):
+    # 0.75 * 2.0 + 0.25 * 1.5 = 1.875, -6.25% against 2.0.
+    z = governor.by_sizes({2: 3.0, 3: 1.0}, {8: 0.7, 3: 1.5, 2: 2.0})
+    assert z["pct"] == pytest.approx(-6.25)
+    assert z["covered"] == pytest.approx(1.0)
+    assert z["share"] == {2: 0.75, 3: 0.25}
+    # A size without a static set is left out of the estimate and reported.
+    z = governor.by_sizes({2: 3.0, 5: 1.0}, {3: 1.5, 2: 2.0})
+    assert z["pct"] == pytest.approx(0.0) and z["covered"] == pytest.approx(0.75)
+    assert governor.by_sizes({5: 1.0}, {2: 2.0}) is None
+    assert governor.by_sizes({2: 1.0}, {}) is None
+
+
+def test_held_sizes_counts_from_the_converged_samples():
+    r = result()
+    r["samples"] = [[0.0, "busy", 8, True, [0, 0], 0], [1.0, "busy", 3, True, [0, 0], 0],
+                    [1.5, "busy", 2, True, [0, 0], 0], [2.5, "busy", 3, True, [0, 0], 0],
+                    [3.0, "busy", 2, True, [0, 0], 0]]
+    r["reached"] = {"busy": 1.0}
+    assert governor.held_sizes(r) == {3: 1.0, 2: 1.0}
+
+
+def test_compare_and_report_give_the_cost_of_the_sizes_held(tmp_path, capsys):
+    boots = [_boot({"static3": 30.0, "static2": 40.0, "busy": 38.0}),
+             _boot({"static3": 30.0, "static2": 40.0, "busy": 36.0})]
+    c = governor.compare(boots)
+    # _boot holds 2 CPUs throughout: the sizes cost nothing.
+    assert c["by_sizes"]["pct"] == pytest.approx(0.0)
+    assert "from the sizes it held (2: 100% of the time), at the sets' means: +0.0%" \
+        in governor.format_compare(c)
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(boots[0]))
+    assert governor.main(["report", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["by_sizes"]["covered"] == pytest.approx(1.0)

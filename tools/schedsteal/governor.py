@@ -45,6 +45,16 @@ mean over the boots; the last lines say how far the governor is from it,
 and from the best set of each boot (a boot's maximum, which favours the
 static sets: noise lifts the maximum of four).
 
+Both compare, and `run`/`report` under their table, also give what the
+sizes the governor held cost, apart from the noise of a 20-30 s window:
+the share of the converged busy phase it held each preferred count, and
+the throughput the static sets measured at those counts, weighted by
+those shares, against the best set (%, + = the governor's higher, at
+most 0; compare pools the boots' time and uses the sets' means). It
+covers only the counts that have a static set, and says how much of the
+time that is; it leaves out what a change of the set costs beyond the
+rate of the size changed to (tasks moving, caches).
+
 The plot: each CPU's steal (% of that CPU's time), the preferred count,
 and the throughput, against time, the phases marked.
 
@@ -183,6 +193,44 @@ def against_static(result: dict) -> dict | None:
             "pct": 100.0 * (rows["busy"]["rounds_per_s"] / best["rounds_per_s"] - 1)}
 
 
+def held_sizes(result: dict, phase: str = "busy") -> dict[int, float]:
+    """Seconds the governor held each preferred count in `phase`, from the
+    samples after the phase reached its state (each sample's count held
+    until the next sample)."""
+    got = [s for s in samples(result) if s["phase"] == phase]
+    reached = result["reached"].get(phase)
+    got = [s for s in got if reached is None or s["t"] >= reached] or got
+    held: dict[int, float] = {}
+    for a, b in zip(got, got[1:]):
+        held[a["preferred"]] = held.get(a["preferred"], 0.0) + b["t"] - a["t"]
+    return held
+
+
+def by_sizes(held: dict[int, float], rates: dict[int, float]) -> dict | None:
+    """What the sizes the governor held cost, apart from noise: the
+    throughput the static sets give at those sizes, weighted by the time
+    held at each, against the best static set's (%, + = the governor's
+    higher; at most 0). `rates`: rounds/s per static size. "covered": the
+    share of the time held at sizes with a static rate (the estimate uses
+    only those). None when no size held has a static rate."""
+    if not rates or max(rates.values()) <= 0:
+        return None
+    known = {k: t for k, t in held.items() if k in rates}
+    total, covered = sum(held.values()), sum(known.values())
+    if covered <= 0:
+        return None
+    mean = sum(t * rates[k] for k, t in known.items()) / covered
+    return {"pct": 100.0 * (mean / max(rates.values()) - 1),
+            "covered": covered / total,
+            "share": {k: t / total for k, t in sorted(held.items())}}
+
+
+def static_rates(result: dict) -> dict[int, float]:
+    """rounds/s of each static set of a run, by its size."""
+    return {int(r["phase"][len("static"):]): r["rounds_per_s"] for r in summary(result)
+            if r["phase"].startswith("static")}
+
+
 def compare(results: list[dict]) -> dict:
     """Static sets against the governor over several runs (see the
     module's docstring): {"rows": [...], "best": phase, "vs_best": row,
@@ -217,8 +265,16 @@ def compare(results: list[dict]) -> dict:
     best = max((r for r in rows if r["phase"] != "busy"), key=lambda r: r["mean"])
     boot_best = [100.0 * (x["busy"] / max(x[p] for p in sets) - 1) for x in per
                  if max(x[p] for p in sets) > 0]
+    # The sizes held, pooled over the boots, at the static sets' mean rates.
+    held: dict[int, float] = {}
+    for r in results:
+        for k, t in held_sizes(r).items():
+            held[k] = held.get(k, 0.0) + t
+    sizes = by_sizes(held, {int(r["phase"][len("static"):]): r["mean"] for r in rows
+                            if r["phase"] != "busy"})
     return {"rows": rows, "best": best["phase"], "vs_best": best,
             "vs_boot_best_pct": stats.amean(boot_best) if boot_best else None,
+            "by_sizes": sizes,
             "params": {k: v for k, v in zip(knobs, next(iter(seen))) if v is not None}}
 
 
@@ -243,7 +299,16 @@ def format_compare(c: dict) -> str:
             + ("" if b.get("p") is None else f" (p {b['p']:.3f})")]
     if c["vs_boot_best_pct"] is not None:
         out.append(f"against each boot's best static set: {c['vs_boot_best_pct']:+.1f}% (mean)")
+    if c.get("by_sizes"):
+        out.append(format_by_sizes(c["by_sizes"], "the sets' means"))
     return "\n".join(out) + "\n"
+
+
+def format_by_sizes(z: dict, rates: str) -> str:
+    held = ", ".join(f"{k}: {100 * v:.0f}%" for k, v in z["share"].items())
+    return (f"from the sizes it held ({held} of the time), at {rates}: {z['pct']:+.1f}% "
+            f"against the best set (+ = the governor's higher; covers "
+            f"{100 * z['covered']:.0f}% of the time)")
 
 
 def governor_append(args) -> list[str] | None:
@@ -273,6 +338,9 @@ def format_summary(result: dict) -> str:
     if vs:
         out += ["", f"governor (busy, converged) against the best static set ({vs['best']}): "
                 f"{vs['pct']:+.1f}% rounds/s (+ = the governor's higher)"]
+        z = by_sizes(held_sizes(result), static_rates(result))
+        if z:
+            out.append(format_by_sizes(z, "this boot's static rates"))
     o = result["others"]
     out += ["", f"parked by hand: {o['written']}; still parked with the governor on: "
             f"{o['parked_after'] or '(none)'}; once it was off: "
@@ -475,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"params": result["params"], "reached": result["reached"],
                           "summary": summary(result), "against_static": against_static(result),
+                          "by_sizes": by_sizes(held_sizes(result), static_rates(result)),
                           "others": result["others"],
                           "off": result["off"]}))
     else:
