@@ -1330,13 +1330,18 @@ def cmd_dlbw(args):
             result["extra_admitted"] = extra is not None
             if extra:
                 tasks.append(extra)
-        if args.unpark_to is not None and not result["park_errno"]:
+        # Only where admission held: an extra task admitted would spoil
+        # the premise (the test of admission reports that one).
+        if args.unpark_to is not None and result.get("extra_admitted") is False:
             result["short"] = unpark_while_short(args)
     finally:
-        if rt_runtime_before is not None:
-            kernel.write(RT_RUNTIME, str(rt_runtime_before))
         stop_hogs(tasks)
         park("")
+        if rt_runtime_before is not None:
+            try:
+                kernel.write(RT_RUNTIME, str(rt_runtime_before))
+            except OSError as e:
+                result["rt_restore_errno"] = e.errno
     return print_result(result)
 
 
@@ -1349,7 +1354,10 @@ def unpark_while_short(args):
     them again. What each write returned and left parked."""
     if not set(parse_cpulist(args.unpark_to)) < set(parse_cpulist(args.park)):
         raise ValueError("--unpark-to must be a proper subset of --park")
-    kernel.write(RT_RUNTIME, str(args.lower_rt_us))
+    try:
+        kernel.write(RT_RUNTIME, str(args.lower_rt_us))
+    except OSError as e:
+        return {"lower_errno": e.errno}
     out = {"rt_runtime_us": int(kernel.read(RT_RUNTIME)), "total_bw": dl_total_bw()}
     out["unpark_errno"], _ = park(args.unpark_to)
     out["parked_after_unpark"] = kernel.parked()
