@@ -756,6 +756,7 @@ def test_a_write_that_only_unparks_is_taken_in_a_domain_short_of_bandwidth(smt4_
     _, got = smt4_boot_parked
     assert "short" in got["dl_fits"], got["dl_fits"]
     short = got["dl_fits"]["short"]
+    assert "lower_errno" not in short, short
     assert short["rt_runtime_us"] == 200000, short
     # The premise: CPUs 0-1 at 20% cannot run what is admitted (<< 20 a CPU).
     assert short["total_bw"] > 2 * (1 << 20) * 2 // 10, short

@@ -1315,7 +1315,7 @@ def dl_total_bw(cpu: int = 0) -> int | None:
 def cmd_dlbw(args):
     result = {"tasks": args.tasks, "bw_per_task": args.runtime_us / args.period_us}
     tasks = []
-    rt_runtime_before = int(kernel.read(RT_RUNTIME)) if args.unpark_to is not None else None
+    rt_runtime_before = kernel.read(RT_RUNTIME).strip() if args.unpark_to is not None else None
     try:
         for _ in range(args.tasks):
             t = start_dl_sleeper(args)
@@ -1339,13 +1339,10 @@ def cmd_dlbw(args):
         park("")
         if rt_runtime_before is not None:
             try:
-                kernel.write(RT_RUNTIME, str(rt_runtime_before))
+                kernel.write(RT_RUNTIME, rt_runtime_before)
             except OSError as e:
                 result["rt_restore_errno"] = e.errno
     return print_result(result)
-
-
-RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
 
 def unpark_while_short(args):
